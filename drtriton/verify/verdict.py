@@ -1,0 +1,147 @@
+"""The verdict: a plain record of what the verifier found, and the settings it ran with.
+
+Everything downstream reads these records: the CLI prints them, the language server turns them
+into diagnostics, the search ranks candidates by them, RL turns them into rewards. They hold
+only JSON-friendly values so they cross process boundaries and land in files unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+# Statuses, from best to worst. "error" means the problem (not the candidate) is broken.
+CORRECT = "correct"
+INCORRECT = "incorrect"  # ran, honestly, but computed something else
+REJECTED = "rejected"  # cheating or a rule broken (static or at run time)
+FAILED = "failed"  # did not run to the end: compile error, exception, crash, hang, OOM
+ERROR = "error"  # the reference problem could not be built or fed
+
+
+@dataclass
+class Tolerance:
+    atol: float
+    rtol: float
+    max_rel_error_norm: float  # ||out - ref|| / ||ref||: rejects near-constant outputs
+
+    @classmethod
+    def for_dtype(cls, dtype: str) -> "Tolerance":
+        """KernelBench's allclose tolerances, plus a relative-error-norm bound per precision."""
+        if dtype in ("torch.float16", "torch.bfloat16"):
+            return cls(atol=1e-2, rtol=1e-2, max_rel_error_norm=2e-2)
+        if dtype == "torch.float64":
+            return cls(atol=1e-7, rtol=1e-7, max_rel_error_norm=1e-6)
+        return cls(atol=1e-4, rtol=1e-4, max_rel_error_norm=1e-3)
+
+
+@dataclass
+class Trial:
+    """One comparison of the candidate's output with the reference's on fresh inputs."""
+
+    index: int
+    phase: str  # "initial" or "after_timing"
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    rel_error_norm: float | None = None
+    mismatched: int = 0  # elements outside the allclose tolerance
+    total: int = 0
+    note: str = ""
+
+
+@dataclass
+class Timing:
+    """Milliseconds per call over `trials` timed calls."""
+
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    min_ms: float
+    mean_ms: float
+    trials: int
+    wall_median_ms: float | None = None  # host clock around a device-wide synchronize
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median."""
+        return (self.p75_ms - self.p25_ms) / self.median_ms if self.median_ms else math.inf
+
+    @classmethod
+    def from_samples(cls, samples: list[float], wall: list[float] | None = None) -> "Timing":
+        s = sorted(samples)
+        n = len(s)
+
+        def q(p: float) -> float:
+            return s[min(n - 1, max(0, round(p * (n - 1))))]
+
+        wall_median = sorted(wall)[len(wall) // 2] if wall else None
+        return cls(q(0.5), q(0.25), q(0.75), s[0], sum(s) / n, n, wall_median)
+
+
+@dataclass
+class Timings:
+    candidate: Timing
+    eager: Timing
+    compiled: Timing | None = None  # torch.compile (Inductor, default mode); None if it failed
+    compile_note: str = ""
+    memory_floor_ms: float | None = None  # bytes of inputs and outputs over measured bandwidth
+
+
+@dataclass
+class Verdict:
+    correct: bool
+    status: str
+    reasons: list[str] = field(default_factory=list)
+    trials: list[Trial] = field(default_factory=list)
+    triton_kernels: list[str] = field(default_factory=list)  # launched during forward
+    pytorch_ops: dict[str, int] = field(default_factory=dict)  # PyTorch compute ops in forward
+    triton_share: float | None = None  # share of device time in Triton kernels (GPU only)
+    flags: list[str] = field(default_factory=list)  # noteworthy but not disqualifying
+    timings: Timings | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    speed_note: str = ""
+    device: str = ""
+    settings: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def summary(self) -> str:
+        """One line a user can read: what the editor shows on the class."""
+        if not self.correct:
+            why = self.reasons[0] if self.reasons else self.status
+            return f"{self.status}: {why}"
+        passed = sum(t.passed for t in self.trials)
+        parts = [f"correct on {passed}/{len(self.trials)} trials"]
+        if self.speedup_eager is not None:
+            parts.append(f"{self.speedup_eager:.2f}x vs eager")
+        if self.speedup_compile is not None:
+            parts.append(f"{self.speedup_compile:.2f}x vs torch.compile")
+        if self.triton_share is not None:
+            parts.append(f"{self.triton_share:.0%} of GPU time in Triton")
+        if self.speed_note:
+            parts.append(f"speed {self.speed_note}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        d = dict(d)
+        d["trials"] = [Trial(**t) for t in d.get("trials", [])]
+        t = d.get("timings")
+        if t:
+            d["timings"] = Timings(
+                candidate=Timing(**t["candidate"]),
+                eager=Timing(**t["eager"]),
+                compiled=Timing(**t["compiled"]) if t.get("compiled") else None,
+                compile_note=t.get("compile_note", ""),
+                memory_floor_ms=t.get("memory_floor_ms"),
+            )
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})

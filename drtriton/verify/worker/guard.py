@@ -1,0 +1,268 @@
+"""Run-time observation of a candidate's forward, inside the candidate worker.
+
+- `LaunchRecorder`: which Triton kernels a forward launches, with their grids (wraps the launch
+  entry points of `@triton.jit` functions, compiled or interpreted, and the autotuner; on the
+  GPU also the C launcher's hook). The launch sequence of every call is kept, so behaviour that
+  changes across calls (caching, warm-up tricks) shows.
+- `ForwardAccountant`: a PyTorch dispatch mode that records every PyTorch op the forward runs
+  (outside Triton launches), sorts it into allocation / view / copy / compute, and fills fresh
+  allocations with NaN so outputs a kernel never wrote cannot pass.
+- `PatchDetector`: a snapshot of the functions the verifier relies on; any that change is a
+  rejection (patched timers, comparisons, synchronisation, hooks).
+"""
+
+from __future__ import annotations
+
+import _thread
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Ops that only allocate (their contents are filled or poisoned) or create constants.
+_ALLOCATIONS = {
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones",
+    "full", "full_like", "new_full", "fill", "fill_", "zero_", "scalar_tensor", "arange",
+    "lift_fresh", "lift_fresh_copy", "resize_",
+}
+_UNINITIALISED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+_VIEWS = {
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "as_strided_", "expand",
+    "expand_as", "permute", "transpose", "transpose_", "t", "t_", "unsqueeze", "unsqueeze_",
+    "squeeze", "squeeze_", "select", "slice", "narrow", "split", "split_with_sizes", "chunk",
+    "unbind", "alias", "detach", "detach_", "diagonal", "unfold", "view_as", "movedim",
+    "flatten", "unflatten", "contiguous",
+}
+_METADATA = {
+    "size", "stride", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "numel",
+    "dim", "is_contiguous", "is_same_size", "storage_offset", "_local_scalar_dense",
+    "is_nonzero", "_has_compatible_shallow_copy_type", "_to_dense",
+}
+_COPIES = {"clone", "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize"}
+_INT_POISON = -1234567  # what a never-written integer element reads as
+
+
+def _is_cast_or_move(name: str, args, kwargs, out) -> bool:
+    """A copy that changes dtype or device is compute (a cast) or a transfer, not layout."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if isinstance(out, torch.Tensor):
+        tensors.append(out)
+    dtypes = {t.dtype for t in tensors}
+    devices = {t.device.type for t in tensors}
+    return len(dtypes) > 1 or len(devices) > 1
+
+
+def poison(t: torch.Tensor) -> None:
+    """Fill a fresh allocation so that elements a kernel never writes cannot look right."""
+    if t.numel() == 0:
+        return
+    if t.is_floating_point() or t.is_complex():
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(_INT_POISON if t.dtype not in (torch.uint8, torch.int8) else 77)
+
+
+class LaunchRecorder:
+    """Counts outermost Triton launches by kernel name, per forward call."""
+
+    def __init__(self) -> None:
+        self.depth = 0  # >0 while inside a launch (autotuner benchmarking nests launches)
+        self.active = False
+        self.calls: list[list[str]] = []  # one launch sequence per recorded forward call
+        self.c_launches = 0  # launches seen by Triton's C launcher hook (GPU only)
+        self._installed = False
+
+    @property
+    def inside_launch(self) -> bool:
+        return self.depth > 0
+
+    def install(self) -> None:
+        if self._installed:
+            return
+        from triton.runtime import autotuner, jit
+
+        targets = [jit.JITFunction, autotuner.Autotuner, autotuner.Heuristics]
+        try:
+            from triton.runtime import interpreter
+
+            targets.append(interpreter.InterpretedFunction)
+        except ImportError:  # pragma: no cover - every supported Triton has the interpreter
+            pass
+        for cls in targets:
+            self._wrap(cls)
+        self._install_c_hook()
+        self._installed = True
+
+    def _wrap(self, cls) -> None:
+        original = cls.run
+        recorder = self
+
+        def run(kernel_self, *args, **kwargs):
+            outermost = recorder.depth == 0
+            recorder.depth += 1
+            try:
+                return original(kernel_self, *args, **kwargs)
+            finally:
+                recorder.depth -= 1
+                if outermost and recorder.active and not kwargs.get("warmup", False):
+                    recorder.calls[-1].append(_launch_signature(kernel_self, kwargs.get("grid")))
+
+        run.__wrapped__ = original  # type: ignore[attr-defined]
+        cls.run = run
+
+    def _install_c_hook(self) -> None:
+        try:
+            import triton
+
+            knobs = triton.knobs.runtime
+        except AttributeError:  # older Triton: the Python-level wrappers suffice
+            return
+
+        def on_launch(*_args, **_kwargs):
+            if self.active:
+                self.c_launches += 1
+
+        chain = getattr(knobs, "launch_enter_hook", None)
+        if hasattr(chain, "add"):  # Triton 3.5+: a chain of hooks
+            chain.add(on_launch)
+        else:
+            knobs.launch_enter_hook = on_launch
+
+    def begin_call(self) -> None:
+        self.active = True
+        self.calls.append([])
+
+    def end_call(self) -> list[str]:
+        self.active = False
+        return self.calls[-1]
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.c_launches = 0
+
+
+def _launch_signature(kernel, grid) -> str:
+    """`name[grid]` for a fixed grid, else just the name (a grid function depends on meta)."""
+    name = kernel_name(kernel)
+    if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid):
+        return f"{name}[{','.join(map(str, grid))}]"
+    return name
+
+
+def kernel_name(kernel) -> str:
+    fn = kernel
+    while hasattr(fn, "fn"):  # Autotuner/Heuristics -> JITFunction -> python function
+        fn = fn.fn
+    return getattr(fn, "__name__", type(kernel).__name__)
+
+
+@dataclass
+class ForwardAccount:
+    compute: Counter = field(default_factory=Counter)  # PyTorch compute ops (the "mixed" part)
+    copies: Counter = field(default_factory=Counter)  # layout copies (contiguous, clone)
+    allocations: int = 0
+
+
+class ForwardAccountant(TorchDispatchMode):
+    """Sees every PyTorch op run on tensors while active, except inside Triton launches."""
+
+    def __init__(self, recorder: LaunchRecorder, poison_allocations: bool = True):
+        super().__init__()
+        self.recorder = recorder
+        self.poison_allocations = poison_allocations
+        self.account = ForwardAccount()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.recorder.inside_launch:  # the interpreter's own host copies
+            return out
+        name = func.overloadpacket.__name__
+        if name in _ALLOCATIONS:
+            self.account.allocations += 1
+            if self.poison_allocations and name in _UNINITIALISED and isinstance(out, torch.Tensor):
+                poison(out)
+        elif name in _VIEWS or name in _METADATA:
+            pass
+        elif name in _COPIES and not _is_cast_or_move(name, args, kwargs, out):
+            self.account.copies[name] += 1
+        else:
+            self.account.compute[str(func).removeprefix("aten.")] += 1
+        return out
+
+
+class PatchDetector:
+    """Identity snapshot of what the verifier relies on, taken before candidate code is imported."""
+
+    def __init__(self) -> None:
+        self._targets = self._collect()
+        self._snapshot = {key: self._get(obj, attr) for key, (obj, attr) in self._targets.items()}
+        self._modules = {name: sys.modules.get(name) for name in ("torch", "triton", "time", "math")}
+        self._flags = self._precision_flags()
+
+    @staticmethod
+    def _precision_flags() -> tuple:
+        return (
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32,
+            torch.get_float32_matmul_precision(),
+            torch.get_default_dtype(),
+        )
+
+    @staticmethod
+    def _get(obj, attr):
+        return getattr(obj, attr, None)
+
+    @staticmethod
+    def _collect() -> dict:
+        from triton.runtime import autotuner, jit
+
+        pairs = [
+            (torch, "allclose"), (torch, "isclose"), (torch, "equal"), (torch, "empty"),
+            (torch, "empty_like"), (torch, "manual_seed"), (torch.Tensor, "clone"),
+            (torch.Tensor, "copy_"), (torch.Tensor, "data_ptr"), (torch.Tensor, "cpu"),
+            (torch.Tensor, "contiguous"), (torch.Tensor, "__eq__"), (torch.Tensor, "__sub__"),
+            (torch.Tensor, "abs"), (torch.Tensor, "float"), (torch.Tensor, "to"),
+            (torch.nn.Module, "__call__"), (torch.nn.Module, "_call_impl"),
+            (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "current_stream"),
+            (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "record"),
+            (torch.cuda.Event, "synchronize"), (torch.profiler, "profile"),
+            (time, "perf_counter"), (time, "perf_counter_ns"), (time, "time"), (time, "monotonic"),
+            (jit.JITFunction, "run"), (autotuner.Autotuner, "run"), (autotuner.Heuristics, "run"),
+            (sys, "audit"), (sys, "addaudithook"),
+        ]
+        try:
+            from triton.runtime import interpreter
+
+            pairs.append((interpreter.InterpretedFunction, "run"))
+        except ImportError:  # pragma: no cover
+            pass
+        try:
+            import triton
+
+            pairs.append((triton.knobs.runtime, "launch_enter_hook"))
+        except AttributeError:  # pragma: no cover
+            pass
+        return {f"{getattr(o, '__name__', type(o).__name__)}.{a}": (o, a) for o, a in pairs}
+
+    def changed(self) -> list[str]:
+        """Names of the patched functions, changed modules or flags (empty when untouched)."""
+        found = [
+            key for key, (obj, attr) in self._targets.items()
+            if self._get(obj, attr) is not self._snapshot[key]
+        ]
+        found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
+        if self._precision_flags() != self._flags:
+            found.append("precision flags (allow_tf32 / matmul precision / default dtype)")
+        return found
+
+
+def python_thread_count() -> int:
+    """Threads started from Python (threading or _thread), not the runtime's own."""
+    return _thread._count()

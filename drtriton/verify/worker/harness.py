@@ -1,0 +1,413 @@
+"""What each worker role does with a request.
+
+The reference worker builds the problem, computes reference outputs for secret seeds and
+compares candidate outputs with them; it never imports candidate code. The candidate worker
+builds the same problem (for parameters and timing references), imports the candidate, runs it
+under observation, writes its outputs for the reference worker to read, and times it.
+
+Requests and replies are small JSON-friendly dicts; tensors travel through `transfer`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import torch
+
+from ..compare import compare
+from ..verdict import Tolerance
+from . import transfer
+from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, python_thread_count
+from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
+
+
+class CandidateFault(Exception):
+    """The candidate broke a rule or failed; `status` is "failed" or "rejected"."""
+
+    def __init__(self, status: str, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _set_precision() -> None:
+    """fp32 means fp32: no TF32 in the reference, in eager timing or in torch.compile."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def _output_specs(outputs: list[torch.Tensor]) -> list[dict]:
+    return [{"shape": list(t.shape), "dtype": str(t.dtype)} for t in outputs]
+
+
+def _is_cuda_fault(e: BaseException) -> bool:
+    text = str(e)
+    return "CUDA error" in text or "illegal memory access" in text or type(e).__name__ == "AcceleratorError"
+
+
+class ReferenceHarness:
+    MAX_PROBLEMS = 4
+
+    def __init__(self, settings: dict):
+        self.settings = settings
+        self.problems: OrderedDict[str, ProblemRuntime] = OrderedDict()
+        self.outputs: dict[tuple[str, int], list[torch.Tensor]] = {}
+        _set_precision()
+
+    def handle(self, req: dict) -> dict:
+        op = req["op"]
+        if op in ("reference", "compare") and req["key"] not in self.problems:
+            return {"ok": False, "kind": "unprepared", "error": "problem not prepared (evicted)"}
+        try:
+            return getattr(self, f"op_{op}")(req)
+        except ProblemFault as e:
+            return {"ok": False, "kind": "problem", "error": str(e)}
+
+    def op_prepare(self, req: dict) -> dict:
+        key = req["key"]
+        device = req["device"]
+        runtime = ProblemRuntime(req["problem"], device, self.settings["scratch"],
+                                 req["init_seed"], training=req["training"])
+        inputs, _ = runtime.make_inputs(req["probe_seed"])
+        runtime.check_signature(inputs)
+        with torch.no_grad():
+            first = self._forward(runtime, inputs)
+            flags = []
+            if runtime.model.training:
+                second = self._forward(runtime, inputs)
+                if any(not torch.equal(a, b) for a, b in zip(first, second)):
+                    runtime.model.eval()
+                    flags.append("stochastic in training mode (dropout?): verified in eval mode")
+        self.problems[key] = runtime
+        self.problems.move_to_end(key)
+        while len(self.problems) > self.MAX_PROBLEMS:
+            self.problems.popitem(last=False)
+        in_bytes = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
+        return {
+            "ok": True,
+            "outputs": _output_specs(first),
+            "input_dtypes": sorted({str(v.dtype) for v in inputs if isinstance(v, torch.Tensor)}),
+            "input_bytes": in_bytes,
+            "output_bytes": sum(t.numel() * t.element_size() for t in first),
+            "state_fingerprint": runtime.state_fingerprint(),
+            "state_keys": {k: list(v.shape) for k, v in runtime.model.state_dict().items()},
+            "training": runtime.model.training,
+            "flags": flags,
+        }
+
+    def _forward(self, runtime: ProblemRuntime, inputs: list) -> list[torch.Tensor]:
+        try:
+            out = runtime.model(*inputs)
+        except Exception as e:
+            raise ProblemFault(f"the reference forward raised {describe_error(e, runtime.source_file)}")
+        flat = transfer.flatten_outputs(out)
+        if flat is None:
+            raise ProblemFault("the reference forward must return a tensor or a tuple of tensors")
+        _sync(runtime.device)
+        return [t.detach().clone() for t in flat]
+
+    def op_reference(self, req: dict) -> dict:
+        runtime = self.problems[req["key"]]
+        inputs, fp = runtime.make_inputs(req["seed"])
+        with torch.no_grad():
+            outputs = self._forward(runtime, inputs)
+        self.outputs[(req["key"], req["seed"])] = outputs
+        return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs)}
+
+    def op_compare(self, req: dict) -> dict:
+        refs = self.outputs.pop((req["key"], req["seed"]))
+        specs = req["files"]
+        try:
+            if len(specs) != len(refs):
+                return {"ok": True, "passed": False, "note": f"returned {len(specs)} outputs, expected {len(refs)}"}
+            results = []
+            for spec, ref in zip(specs, refs):
+                out = transfer.read_tensor(spec, str(ref.device))
+                results.append(compare(out, ref, Tolerance.for_dtype(str(ref.dtype))))
+        finally:
+            transfer.remove(specs)
+        worst = max(results, key=lambda c: (not c.passed, c.rel_error_norm or 0.0))
+        return {
+            "ok": True,
+            "passed": all(c.passed for c in results),
+            "max_abs_error": worst.max_abs_error,
+            "max_rel_error": worst.max_rel_error,
+            "rel_error_norm": worst.rel_error_norm,
+            "mismatched": sum(c.mismatched for c in results),
+            "total": sum(c.total for c in results),
+            "note": "; ".join(c.note for c in results if c.note),
+        }
+
+    def op_release(self, req: dict) -> dict:
+        for k in [k for k in self.outputs if k[0] == req["key"]]:
+            del self.outputs[k]
+        return {"ok": True}
+
+
+class CandidateHarness:
+    """Holds one problem runtime and one candidate at a time."""
+
+    def __init__(self, settings: dict, audit):
+        self.settings = settings
+        self.audit = audit
+        self.device = settings["device"]
+        _set_precision()
+        import torch._dynamo  # noqa: F401  (it rewraps torch.manual_seed & co. on first import)
+
+        self.recorder = LaunchRecorder()
+        self.recorder.install()
+        self.patches = PatchDetector()  # after the recorder: its wrappers are the originals now
+        self.runtime: ProblemRuntime | None = None
+        self.runtime_key = None
+        self.compiled = None
+        self.compile_note = ""
+        self.candidate = None
+        self.kernels: set[str] = set()
+        self.candidate_file = None
+        self.mode = "strict"
+        self.loads = 0
+        self.bandwidth = None
+        self.threads_at_start = python_thread_count()
+        self.last_inputs: list = []  # refilled with new values later: pointer-keyed caches show
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def handle(self, req: dict) -> dict:
+        op = req["op"]
+        try:
+            reply = getattr(self, f"op_{op}")(req)
+        except ProblemFault as e:
+            return {"ok": False, "kind": "problem", "error": str(e)}
+        except CandidateFault as e:
+            reply = {"ok": False, "kind": e.status, "error": str(e)}
+        reply["tainted"] = self._tainted()
+        return reply
+
+    def _tainted(self) -> list[str]:
+        why = [f"patched {name}" for name in self.patches.changed()]
+        if python_thread_count() > self.threads_at_start:
+            why.append("left threads running")
+        why += [f"sandbox refused {v}" for v in self.audit.violations]
+        return why
+
+    def _armed(self):
+        harness = self
+
+        class _Armed:
+            def __enter__(self):
+                harness.audit.armed = True
+
+            def __exit__(self, *exc):
+                harness.audit.armed = False
+
+        return _Armed()
+
+    def _candidate_error(self, e: BaseException) -> CandidateFault:
+        text = describe_error(e, self.candidate_file)
+        if isinstance(e, PermissionError) and "drtriton sandbox" in str(e):
+            return CandidateFault("rejected", text)
+        if isinstance(e, torch.OutOfMemoryError) or isinstance(e, MemoryError):
+            return CandidateFault("failed", f"out of memory: {text}")
+        if _is_cuda_fault(e):
+            self.audit.violations.append("a CUDA fault (context is unusable)")
+        return CandidateFault("failed", text)
+
+    # -- ops ---------------------------------------------------------------------------------
+    def op_load(self, req: dict) -> dict:
+        key = req["key"]
+        if self.runtime_key != key:
+            self.runtime = ProblemRuntime(req["problem"], self.device, self.settings["scratch"],
+                                          req["init_seed"], training=req["training"])
+            self.runtime_key = key
+            self.compiled = None
+        self.runtime.model.train(req["training"])
+        if self.runtime.state_fingerprint() != req["state_fingerprint"]:
+            raise ProblemFault("the reference's parameters differ between two constructions with the "
+                               "same seed: its constructor is not deterministic under torch.manual_seed")
+        self.mode = req["mode"]
+        self.kernels = set(req["kernels"])
+        self.loads += 1
+        name = f"drtriton_candidate_{self.loads}"
+        self.candidate_file = f"{self.settings['scratch']}/{name}.py"
+        self.candidate = None
+        with self._armed():
+            try:
+                module = import_source(req["source"], name, self.settings["scratch"])
+                cls = getattr(module, req["class_name"])
+                candidate = self.runtime.build(cls)
+                if not isinstance(candidate, torch.nn.Module):
+                    raise TypeError(f"{req['class_name']} is not an nn.Module")
+            except Exception as e:
+                raise self._candidate_error(e)
+        reference_state = self.runtime.model.state_dict()
+        cand_state = candidate.state_dict()
+        same_keys = set(cand_state) == set(reference_state) and all(
+            cand_state[k].shape == reference_state[k].shape for k in reference_state
+        )
+        with self._armed():
+            try:
+                if same_keys and reference_state:
+                    candidate.load_state_dict(reference_state)
+                candidate.train(req["training"])
+            except Exception as e:
+                raise self._candidate_error(e)
+        self.candidate = candidate
+        return {
+            "ok": True,
+            "parameters": "state_dict" if same_keys and reference_state else "same seed",
+            "state_keys_match": same_keys,
+        }
+
+    def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None):
+        self.recorder.begin_call()
+        try:
+            with torch.no_grad(), self._armed():
+                if accountant is None:
+                    out = self.candidate(*inputs)
+                else:
+                    with accountant:
+                        out = self.candidate(*inputs)
+                _sync(self.device)
+        except Exception as e:
+            raise self._candidate_error(e)
+        finally:
+            launches = self.recorder.end_call()
+        return out, launches
+
+    def op_run(self, req: dict) -> dict:
+        if self.candidate is None:
+            raise CandidateFault("failed", "no candidate loaded")
+        inputs, fp = self.runtime.make_inputs(req["seed"])
+        if req.get("reuse_buffers"):
+            inputs = _into_buffers(inputs, self.last_inputs)
+        self.last_inputs = inputs
+        saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        for _ in range(req.get("extra_calls", 0)):  # vary the call count (warm-up tricks)
+            self._call_candidate(inputs, None)
+        accountant = ForwardAccountant(self.recorder, poison_allocations=True)
+        out, launches = self._call_candidate(inputs, accountant)
+        if self.patches.changed():
+            raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
+        for i, (before, after) in enumerate(zip(saved, inputs)):
+            if isinstance(before, torch.Tensor) and not _same(before, after):
+                raise CandidateFault("rejected", f"forward modified its input #{i} in place")
+        flat = transfer.flatten_outputs(out)
+        if flat is None:
+            raise CandidateFault("failed", f"forward returned {type(out).__name__}, not tensors")
+        for t in flat:
+            if type(t) is not torch.Tensor:
+                raise CandidateFault("rejected", f"forward returned a {type(t).__name__}, not a plain torch.Tensor")
+            if t.device.type != torch.device(self.device).type:
+                raise CandidateFault("failed", f"output is on {t.device}, expected {self.device}")
+        if not launches:
+            raise CandidateFault("rejected", "forward launched no Triton kernel")
+        foreign = sorted({name.split("[")[0] for name in launches} - self.kernels)
+        if foreign:
+            raise CandidateFault("rejected", f"launched Triton kernels it does not define: {', '.join(foreign)}")
+        compute = dict(accountant.account.compute)
+        if self.mode == "strict" and compute:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(compute.items()))
+            raise CandidateFault("rejected", f"PyTorch computes in forward (strict mode allows only "
+                                             f"allocation, views and copies): {ops}")
+        files = [transfer.write_tensor(t, self.settings["transfer_dir"]) for t in flat]
+        return {
+            "ok": True,
+            "input_fingerprint": fp,
+            "output_fingerprint": fingerprint(flat),
+            "files": files,
+            "launches": launches,
+            "pytorch_ops": compute,
+            "copies": dict(accountant.account.copies),
+        }
+
+    def op_prepare_timing(self, req: dict) -> dict:
+        """Compile the reference with torch.compile once per problem (slow; its own timeout)."""
+        if self.compiled is None:
+            inputs, _ = self.runtime.make_inputs(req["seed"])
+            try:
+                compiled = torch.compile(self.runtime.model)
+                with torch.no_grad():
+                    compiled(*inputs)
+                _sync(self.device)
+                self.compiled, self.compile_note = compiled, ""
+            except Exception as e:
+                self.compiled, self.compile_note = False, f"torch.compile failed: {describe_error(e)}"
+        if self.bandwidth is None:
+            from .timing import measure_bandwidth_bytes_per_ms
+
+            self.bandwidth = measure_bandwidth_bytes_per_ms()
+        return {"ok": True, "compile_note": self.compile_note}
+
+    def op_time(self, req: dict) -> dict:
+        from .timing import kernel_times, time_interleaved
+
+        input_sets = [self.runtime.make_inputs(s)[0] for s in req["seeds"]]
+        expected = req["launches"]
+        mismatched_calls = []
+
+        def run_candidate(inputs):
+            out, launches = self._call_candidate(inputs, None)
+            if launches != expected:
+                mismatched_calls.append(launches)
+            return out
+
+        def run_model(model):
+            def call(inputs):
+                with torch.no_grad():
+                    return model(*inputs)
+            return call
+
+        fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
+        if self.compiled:
+            fns["compiled"] = run_model(self.compiled)
+        timings = time_interleaved(fns, input_sets, trials=req["trials"], warmup=req["warmup"])
+        if self.patches.changed():
+            raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
+        if mismatched_calls:
+            raise CandidateFault(
+                "rejected",
+                f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup']}"
+                f" timed calls differ from the verified one: e.g. {mismatched_calls[0]} instead of "
+                f"{expected}): results cached or behaviour depends on the call count",
+            )
+        kernels = kernel_times(lambda: run_candidate(input_sets[0]))
+        self.last_inputs = input_sets[-1]
+        triton_ms = sum(ms for name, ms in kernels.items() if name in self.kernels)
+        total_ms = sum(kernels.values())
+        return {
+            "ok": True,
+            "timings": {k: v.__dict__ for k, v in timings.items()},
+            "compile_note": self.compile_note,
+            "kernel_ms": kernels,
+            "triton_share": triton_ms / total_ms if total_ms else None,
+            "bandwidth_bytes_per_ms": self.bandwidth,
+        }
+
+
+def _into_buffers(fresh: list, buffers: list) -> list:
+    """Copy fresh inputs into earlier tensors of the same shape, so the candidate sees new values
+    at old addresses (a cache keyed on data_ptr then returns stale results)."""
+    if len(fresh) != len(buffers):
+        return fresh
+    out = []
+    for new, old in zip(fresh, buffers):
+        if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape == old.shape \
+                and new.dtype == old.dtype and new.device == old.device:
+            old.copy_(new)
+            out.append(old)
+        else:
+            out.append(new)
+    return out
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)

@@ -1,0 +1,151 @@
+"""A problem built inside a worker: its source imported from a file, the reference module, inputs.
+
+Both worker roles build problems the same way from the same seeds, so the reference worker and
+the candidate worker see identical parameters and inputs without shipping them; fingerprints
+prove it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import os
+import random
+import secrets
+import sys
+
+import torch
+
+
+class ProblemFault(Exception):
+    """The problem (not the candidate) is broken: the message says what to fix."""
+
+
+def import_source(source: str, module_name: str, folder: str):
+    """Import a source from a real file: Triton reads kernel sources back through `inspect`."""
+    path = os.path.join(folder, f"{module_name}.py")
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % 2**32)
+
+
+def forget_seed() -> None:
+    """Reseed from the OS so nothing that runs next can recover the seed the inputs came from."""
+    seed_everything(secrets.randbits(62))
+
+
+def fingerprint(values) -> str:
+    """A digest of inputs or outputs; large tensors are sampled at a fixed stride."""
+    h = hashlib.blake2b(digest_size=16)
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            h.update(f"{tuple(v.shape)}{v.dtype}".encode())
+            flat = v.detach().reshape(-1)
+            if flat.numel() > 1 << 22:
+                flat = flat[:: flat.numel() // (1 << 22) + 1]
+            h.update(flat.contiguous().cpu().view(torch.uint8).numpy().tobytes())
+        else:
+            h.update(repr(v).encode())
+    return h.hexdigest()
+
+
+def describe_error(e: BaseException, source_file: str | None = None, limit: int = 1200) -> str:
+    """`Type: message` plus the innermost line of `source_file` that raised it, when there is one."""
+    text = f"{type(e).__name__}: {e}".strip()
+    if source_file:
+        tb = e.__traceback__
+        where = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == source_file:
+                where = tb.tb_lineno
+            tb = tb.tb_next
+        if where is not None:
+            text = f"line {where}: {text}"
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def move(value, device: str):
+    return value.to(device) if isinstance(value, torch.Tensor) else value
+
+
+class ProblemRuntime:
+    """The problem's module, its reference model (seeded, on `device`) and its input maker."""
+
+    def __init__(self, problem: dict, device: str, folder: str, init_seed: int, training: bool):
+        self.problem = problem
+        self.device = device
+        name = f"drtriton_problem_{hashlib.sha1(problem['source'].encode()).hexdigest()[:10]}"
+        self.source_file = os.path.join(folder, f"{name}.py")
+        try:
+            self.module = import_source(problem["source"], name, folder)
+        except Exception as e:
+            raise ProblemFault(f"the problem's file fails to import: {describe_error(e, self.source_file)}")
+        self.cls = getattr(self.module, problem["class_name"])
+        self.get_inputs = getattr(self.module, problem["inputs_fn"])
+        self.init_args = self._init_args()
+        self.init_seed = init_seed
+        self.model = self.build(self.cls)
+        self.model.train(training)
+
+    def _init_args(self) -> list:
+        fn_name = self.problem.get("init_inputs_fn")
+        if not fn_name:
+            return []
+        try:
+            args = getattr(self.module, fn_name)()
+        except Exception as e:
+            raise ProblemFault(f"{fn_name}() raised {describe_error(e, self.source_file)}")
+        if not isinstance(args, (list, tuple)):
+            raise ProblemFault(f"{fn_name}() must return a list of constructor arguments, not {type(args).__name__}")
+        return list(args)
+
+    def build(self, cls) -> torch.nn.Module:
+        """Construct on the CPU from the init seed (deterministic), then move to the device."""
+        seed_everything(self.init_seed)
+        model = cls(*self.init_args)
+        return model.to(self.device)
+
+    def check_signature(self, inputs: list) -> None:
+        try:
+            inspect.signature(self.model.forward).bind(*inputs)
+        except TypeError as e:
+            params = ", ".join(inspect.signature(self.model.forward).parameters)
+            raise ProblemFault(
+                f"{self.problem['inputs_fn']}() returns {len(inputs)} values but "
+                f"{self.problem['class_name']}.forward takes ({params}): {e}"
+            )
+
+    def make_inputs(self, seed: int) -> tuple[list, str]:
+        """Inputs for one trial, and their fingerprint (taken before moving them to the device)."""
+        seed_everything(seed)
+        fn = self.problem["inputs_fn"]
+        try:
+            values = self.get_inputs()
+        except Exception as e:
+            raise ProblemFault(f"{fn}() raised {describe_error(e, self.source_file)}")
+        finally:
+            forget_seed()
+        if not isinstance(values, (list, tuple)):
+            raise ProblemFault(f"{fn}() must return a list of forward arguments, not {type(values).__name__}")
+        values = list(values)
+        return [move(v, self.device) for v in values], fingerprint(values)
+
+    def state_fingerprint(self) -> str:
+        return fingerprint(list(self.model.state_dict().values()))

@@ -1,0 +1,1 @@
+"""The DRTriton language server (pygls), installed as drtriton.server."""

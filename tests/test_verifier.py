@@ -1,0 +1,78 @@
+"""The verifier on CPU (Triton interpreter): honest kernels pass, every listed cheat fails for
+the right reason, and faults give failed verdicts without spoiling the next one."""
+
+import pytest
+
+from drtriton.problem import from_source
+from drtriton.verify import Verdict
+from verifier_cases import HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
+
+
+def problem(source, name="p"):
+    return from_source(source, name=name)
+
+
+@pytest.mark.parametrize("kind", sorted(HONEST))
+def test_honest_candidates_are_correct(cpu_verifier, kind):
+    ref, cand = HONEST[kind]
+    v = cpu_verifier.verify(problem(ref, kind), cand)
+    assert v.correct, v.reasons
+    assert v.status == "correct"
+    assert len(v.trials) == 7 and all(t.passed for t in v.trials)
+    assert v.triton_kernels
+    assert v.pytorch_ops == {}
+    assert v.speed_note == "not measured (no CUDA device)"
+    assert v.timings is None and v.speedup_eager is None
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_each_reward_hack_is_refused_for_its_reason(cpu_verifier, name):
+    ref, cand, status, reason = HACKS[name]
+    v = cpu_verifier.verify(problem(ref, name), cand)
+    assert not v.correct
+    statuses = status if isinstance(status, tuple) else (status,)
+    assert v.status in statuses, (v.status, v.reasons)
+    assert reason.lower() in " ".join(v.reasons).lower(), v.reasons
+
+
+def test_mixed_mode_accepts_pytorch_ops_and_reports_them():
+    from drtriton.verify import Verifier, VerifyConfig
+
+    with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1)) as ver:
+        v = ver.verify(problem(LINEAR_RELU_BIAS), LINEAR_RELU_BIAS_MIXED)
+    assert v.correct, v.reasons
+    assert any(op.startswith("addmm") or op.startswith("mm") for op in v.pytorch_ops), v.pytorch_ops
+    assert v.settings["parameters"] == "state_dict"
+
+
+def test_verdict_round_trips_through_json(cpu_verifier):
+    v = cpu_verifier.verify(problem(RELU), RELU_OK)
+    again = Verdict.from_dict(__import__("json").loads(v.to_json()))
+    assert again == v
+    assert "correct on 7/7 trials" in again.summary
+
+
+FAULTS = {
+    "exception": ("raise RuntimeError('boom')\n", "failed", "boom"),
+    "hang": ("while True:\n    pass\n", "failed", "timed out"),
+    "exit": ("raise SystemExit(3)\n", "failed", "exited with code 3"),
+    "segfault": ("wild_store_kernel[(1,)](x)\n", "failed", "crashed (SIGSEGV)"),
+    "huge_allocation": ("torch.empty(1 << 50)\n", "failed", ""),
+    "memory_growth": ("keep = [torch.ones(1 << 27) for _ in range(64)]\n", "failed", "memory"),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_faults_give_failed_verdicts_and_the_next_verdict_is_right(fault):
+    from drtriton.verify import Verifier, VerifyConfig
+
+    body, status, reason = FAULTS[fault]
+    cand = relu_candidate(body + "out = torch.empty_like(x)\nn = x.numel()\n" + LAUNCH + "return out\n",
+                          extra=WILD_STORE_KERNEL)
+    with Verifier(VerifyConfig(device="cpu", workers=1, timeout_s=10, memory_limit_mb=4096)) as ver:
+        v = ver.verify(problem(RELU), cand)
+        assert v.status == status, (v.status, v.reasons)
+        assert not v.correct
+        assert reason in " ".join(v.reasons), v.reasons
+        after = ver.verify(problem(RELU), RELU_OK)
+        assert after.correct, after.reasons

@@ -1,0 +1,1 @@
+"""Training: CSP-DAG synthesis, SFT and DRPO, installed as drtriton.training."""
