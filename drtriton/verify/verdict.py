@@ -105,6 +105,7 @@ class Verdict:
     device: str = ""
     settings: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
+    phases_s: dict[str, float] = field(default_factory=dict)  # where the time went
 
     @property
     def summary(self) -> str:

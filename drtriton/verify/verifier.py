@@ -3,10 +3,12 @@
     static checks  ->  reference prepared (reference worker)
                    ->  candidate loaded (candidate worker)
                    ->  trials: inputs from secret seeds, run, compare in the reference worker
-                   ->  timing on CUDA (exclusive GPU), re-checked with new inputs afterwards
+                   ->  timing on CUDA (exclusive GPU), then re-checks with new inputs
                    ->  Verdict
 
-Only this module decides what counts as correct; the workers report facts.
+Only this module decides what counts as correct; the workers report facts. `Verifier` holds
+what checks share (the worker pool, the GPU lock, the parameter seed); `_Check` holds the state
+of one check, so `verify` can run in several threads at once.
 """
 
 from __future__ import annotations
@@ -15,15 +17,18 @@ import contextlib
 import secrets
 import threading
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from ..problem import Problem
 from . import verdict as V
-from .pool import Cancelled, GpuLock, PoolSettings, WorkerDied, WorkerPool
+from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
 from .static import check_source
 from .verdict import Timing, Timings, Trial, Verdict
 
 NO_CUDA = "not measured (no CUDA device)"
+INPUT_SETS_BUDGET_BYTES = 12 << 30
 IMPLAUSIBLE_SPEEDUP = 10.0
 
 
@@ -32,9 +37,9 @@ class VerifyConfig:
     device: str = "auto"  # auto | cpu | cuda
     mode: str = "strict"  # strict: Triton only in forward; mixed: PyTorch ops allowed, reported
     trials: int = 5
-    after_timing_trials: int = 2
+    after_timing_trials: int = 2  # re-checks with new inputs, in the buffers of earlier calls
     timeout_s: float = 120.0  # per step (load, one trial)
-    compile_timeout_s: float = 900.0  # torch.compile of the reference, once per problem
+    compile_timeout_s: float = 900.0  # building the reference and torch.compile, once a problem
     timing_trials: int = 100
     timing_warmup: int = 3
     input_sets: int = 3  # rotated while timing
@@ -53,23 +58,23 @@ class VerifyConfig:
 
 
 def resolve_device(device: str) -> str:
-    if device != "auto":
-        if device == "cuda" and not _cuda_available():
-            raise ValueError("--device cuda: no CUDA device is visible")
-        return device
-    return "cuda" if _cuda_available() else "cpu"
-
-
-def _cuda_available() -> bool:
     import torch
 
-    return torch.cuda.is_available()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda: no CUDA device is visible")
+    return device
 
 
 class _Fault(Exception):
     def __init__(self, status: str, reason: str):
         super().__init__(reason)
         self.status, self.reason = status, reason
+
+
+class _OutOfMemory(Exception):
+    """CUDA ran out of memory; maybe because other checks hold it (retried alone)."""
 
 
 class Verifier:
@@ -84,9 +89,11 @@ class Verifier:
             size=self.config.workers,
         )
         self.gpu = GpuLock(self.pool.settings.cache_dir)
-        self._init_seed = secrets.randbits(31)  # parameters; secret like the input seeds
+        self.init_seed = secrets.randbits(31)  # parameters; secret like the input seeds
+        self.background = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="drtriton-ref")
 
     def close(self) -> None:
+        self.background.shutdown(wait=False, cancel_futures=True)
         self.pool.close()
 
     def __enter__(self):
@@ -95,28 +102,33 @@ class Verifier:
     def __exit__(self, *exc):
         self.close()
 
-    # ------------------------------------------------------------------------------------------
     def verify(
         self,
         problem: Problem,
         source: str,
         candidate_class: str | None = None,
         cancel: threading.Event | None = None,
+        progress: Callable[[str], None] | None = None,
     ) -> Verdict:
+        """Check `source` against `problem`. Setting `cancel` stops the check (raising
+        `Cancelled`); `progress` receives a short line at each step."""
+        check = _Check(self, problem, cancel, progress or (lambda _msg: None))
         started = time.monotonic()
-        v = Verdict(correct=False, status=V.FAILED, device=self.device, settings=self._settings())
         try:
-            self._verify(problem, source, candidate_class, cancel, v)
+            check.run(source, candidate_class)
         except _Fault as f:
-            v.status, v.correct = f.status, False
-            v.reasons.insert(0, f.reason)
+            check.verdict.status, check.verdict.correct = f.status, False
+            check.verdict.reasons.insert(0, f.reason)
         except WorkerDied as e:
-            v.status, v.correct = V.FAILED, False
-            v.reasons.insert(0, f"the worker running it {e}")
-        v.elapsed_s = round(time.monotonic() - started, 3)
-        return v
+            check.verdict.status, check.verdict.correct = V.FAILED, False
+            check.verdict.reasons.insert(0, f"the worker running it {e}")
+        except _OutOfMemory as e:
+            check.verdict.status, check.verdict.correct = V.FAILED, False
+            check.verdict.reasons.insert(0, f"out of memory: {e}")
+        check.verdict.elapsed_s = round(time.monotonic() - started, 3)
+        return check.verdict
 
-    def _settings(self) -> dict:
+    def settings(self) -> dict:
         c = self.config
         return {
             "mode": c.mode, "trials": c.trials, "after_timing_trials": c.after_timing_trials,
@@ -125,7 +137,34 @@ class Verifier:
             "tolerance_fp32": asdict(V.Tolerance.for_dtype("torch.float32")),
         }
 
-    def _verify(self, problem, source, candidate_class, cancel, v: Verdict) -> None:
+
+@dataclass
+class _Check:
+    verifier: Verifier
+    problem: Problem
+    cancel: threading.Event | None
+    progress: Callable[[str], None]
+    verdict: Verdict = field(init=False)
+    launches: list | None = None  # the launch sequence of the first verified call
+    candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
+    reference_outputs: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self._phase_start = time.monotonic()
+        self.config = self.verifier.config
+        self.pool = self.verifier.pool
+        self.cuda = self.verifier.device == "cuda"
+        self.verdict = Verdict(correct=False, status=V.FAILED, device=self.verifier.device,
+                               settings=self.verifier.settings())
+
+    def phase_done(self, name: str) -> None:
+        now = time.monotonic()
+        self.verdict.phases_s[name] = round(self.verdict.phases_s.get(name, 0.0) + now - self._phase_start, 3)
+        self._phase_start = now
+
+    # -- the steps -------------------------------------------------------------------------------
+    def run(self, source: str, candidate_class: str | None) -> None:
+        v, problem = self.verdict, self.problem
         accepted = [candidate_class] if candidate_class else [problem.candidate_class, "ModelNew"]
         report = check_source(source, list(dict.fromkeys(accepted)), problem.class_name)
         if not report.ok:
@@ -133,7 +172,10 @@ class Verifier:
             v.reasons += [str(f) for f in report.errors]
             raise _Fault(status, v.reasons.pop(0))
 
-        prep = self._prepare(problem, cancel)
+        self.phase_done("static")
+        self.progress("building the reference")
+        prep = self.prepare()
+        self.phase_done("reference")
         v.flags += prep["flags"]
         v.settings["training"] = prep["training"]
         if "torch.float32" in {o["dtype"] for o in prep["outputs"]} | set(prep["input_dtypes"]):
@@ -141,57 +183,72 @@ class Verifier:
                 raise _Fault(V.REJECTED, "reduced precision in an fp32 problem: "
                              + "; ".join(str(f) for f in report.reduced_precision))
 
+        self.progress("loading the candidate")
         with self.pool.candidate() as worker:
+            self.worker = worker
             v.settings["isolation"] = worker.hello.get("isolation")
-            v.device = worker.hello.get("device_name", self.device)
-            loaded = self._candidate_call(worker, {
+            v.device = worker.hello.get("device_name", self.verifier.device)
+            loaded = self.candidate_call({
                 "op": "load", "key": problem.key, "problem": problem.to_dict(), "source": source,
-                "class_name": report.candidate_class, "init_seed": self._init_seed,
+                "class_name": report.candidate_class, "init_seed": self.verifier.init_seed,
                 "training": prep["training"], "state_fingerprint": prep["state_fingerprint"],
                 "mode": self.config.mode, "kernels": report.kernels,
-            }, cancel)
+            }, timeout=self.config.compile_timeout_s)
             v.settings["parameters"] = loaded["parameters"]
-            seen = {"cand": [], "ref": [], "launches": None}
+            self.phase_done("load")
             for i in range(self.config.trials):
-                self._trial(problem, worker, i, "initial", i % 2, cancel, v, seen)
-            if self.device == "cuda":
-                self._time(worker, problem, prep, cancel, v, seen["launches"])
+                self.trial(i, "initial", extra_calls=i % 2)  # vary the number of calls
+                self.progress(f"trial {i + 1}/{self.config.trials} passed")
+            self.phase_done("trials")
+            if self.cuda:
+                self.progress("timing against eager and torch.compile")
+                self.time(prep)
             else:
                 v.speed_note = NO_CUDA
             for i in range(self.config.after_timing_trials):
-                self._trial(problem, worker, self.config.trials + i, "after_timing", 0, cancel, v, seen)
-            if len(set(seen["ref"])) == 1 and len(seen["ref"]) >= 3:
-                v.flags.append("the reference output is the same for every input: correctness is vacuous")
-            elif len(set(seen["cand"])) == 1 and len(set(seen["ref"])) > 1:
-                raise _Fault(V.REJECTED, "the output does not change when the input changes")
+                self.trial(self.config.trials + i, "after_timing", extra_calls=0)
+            self.phase_done("trials")
+            self.candidate_call({"op": "trim"})
+        with self.pool.reference() as ref:
+            ref.call({"op": "trim"}, self.config.timeout_s, self.cancel)
+        if len(set(self.reference_outputs)) == 1:
+            v.flags.append("the reference output is the same for every input: correctness is vacuous")
+        elif len(set(self.candidate_outputs)) == 1:
+            raise _Fault(V.REJECTED, "the output does not change when the input changes")
         v.correct, v.status = True, V.CORRECT
 
-    def _prepare(self, problem: Problem, cancel) -> dict:
+    def prepare(self) -> dict:
+        """The reference worker builds the problem once per key and keeps a few."""
+        problem = self.problem
         with self.pool.reference() as ref:
             if problem.key not in self.pool.prepared:
                 reply = ref.call({
                     "op": "prepare", "key": problem.key, "problem": problem.to_dict(),
-                    "device": self.device, "init_seed": self._init_seed,
+                    "device": self.verifier.device, "init_seed": self.verifier.init_seed,
                     "training": self.config.training, "probe_seed": secrets.randbits(62),
-                }, self.config.compile_timeout_s, cancel)
+                }, self.config.compile_timeout_s, self.cancel)
                 if not reply.get("ok"):
                     raise _Fault(V.ERROR, f"the problem cannot be checked: {reply.get('error')}")
                 self.pool.prepared[problem.key] = reply
             return self.pool.prepared[problem.key]
 
-    def _reference_call(self, problem: Problem, request: dict, cancel) -> dict:
-        """A call that needs the problem prepared; the reference worker keeps only a few."""
-        for _ in range(2):
-            self._prepare(problem, cancel)
+    def reference_call(self, request: dict) -> dict:
+        for _ in range(2):  # once more if the reference worker evicted the problem meanwhile
+            self.prepare()
             with self.pool.reference() as ref:
-                reply = ref.call(request, self.config.timeout_s, cancel)
-                if reply.get("kind") != "unprepared":
-                    return reply
-                self.pool.prepared.pop(problem.key, None)
+                reply = ref.call(request, self.config.timeout_s, self.cancel)
+            if reply.get("kind") != "unprepared":
+                break
+            self.pool.prepared.pop(self.problem.key, None)
+        if reply.get("kind") == "oom":
+            raise _OutOfMemory(reply["error"])
+        if not reply.get("ok"):
+            raise _Fault(V.ERROR, f"the problem cannot be checked: {reply.get('error')}")
         return reply
 
-    def _candidate_call(self, worker, request: dict, cancel, timeout: float | None = None) -> dict:
-        reply = worker.call(request, timeout or self.config.timeout_s, cancel)
+    def candidate_call(self, request: dict, timeout: float | None = None) -> dict:
+        worker = self.worker
+        reply = worker.call(request, timeout or self.config.timeout_s, self.cancel)
         tainted = reply.get("tainted") or []
         if tainted:
             worker.kill("tainted: " + "; ".join(tainted))
@@ -199,70 +256,83 @@ class Verifier:
             kind = reply.get("kind")
             if kind == "problem":
                 raise _Fault(V.ERROR, f"the problem cannot be checked: {reply['error']}")
+            if kind == "oom":
+                raise _OutOfMemory(reply["error"])
             if kind == "internal":
                 worker.kill("internal error")
-                raise _Fault(V.FAILED, f"verifier error while checking it: {reply['error']}")
+                where = (reply.get("traceback") or "").strip().splitlines()[-3:-1]
+                raise _Fault(V.FAILED, f"verifier error while checking it: {reply['error']}"
+                             + (f" ({' / '.join(w.strip() for w in where)})" if where else ""))
             raise _Fault(V.REJECTED if kind == "rejected" else V.FAILED, reply["error"])
         if tainted:
             raise _Fault(V.REJECTED, "; ".join(tainted))
         return reply
 
-    def _trial(self, problem, worker, index, phase, extra_calls, cancel, v: Verdict, seen) -> None:
-        seed = secrets.randbits(62)
-        with self.gpu.shared() if self.device == "cuda" else contextlib.nullcontext():
-            r = self._reference_call(problem, {"op": "reference", "key": problem.key, "seed": seed}, cancel)
-            if not r.get("ok"):
-                raise _Fault(V.ERROR, f"the problem cannot be checked: {r.get('error')}")
+    def trial(self, index: int, phase: str, extra_calls: int) -> None:
+        try:
+            self._trial(index, phase, extra_calls, exclusive=False)
+        except _OutOfMemory:
+            # Other checks share the GPU: once more with the GPU to ourselves, then it's ours.
+            self.progress("out of GPU memory: retrying with the GPU alone")
             try:
-                c = self._candidate_call(worker, {"op": "run", "seed": seed, "extra_calls": extra_calls,
-                                                  "reuse_buffers": phase == "after_timing"}, cancel)
+                self._trial(index, phase, extra_calls, exclusive=True)
+            except _OutOfMemory as e:
+                raise _Fault(V.FAILED, f"out of memory with the GPU to itself: {e}") from None
+
+    def _trial(self, index: int, phase: str, extra_calls: int, exclusive: bool) -> None:
+        v, key = self.verdict, self.problem.key
+        seed = secrets.randbits(62)
+        gpu = self.verifier.gpu
+        with (gpu.exclusive() if exclusive else gpu.shared()) if self.cuda else contextlib.nullcontext():
+            # The two workers compute at the same time; neither sees the other's tensors.
+            reference = self.verifier.background.submit(
+                self.reference_call, {"op": "reference", "key": key, "seed": seed})
+            try:
+                c = self.candidate_call({"op": "run", "seed": seed, "extra_calls": extra_calls,
+                                         "reuse_buffers": phase == "after_timing"})
             except BaseException:
-                with self.pool.reference() as ref:
-                    ref.call({"op": "release", "key": problem.key}, self.config.timeout_s)
+                with contextlib.suppress(Exception):
+                    reference.result()
+                    with self.pool.reference() as ref:
+                        ref.call({"op": "release", "key": key, "seed": seed}, self.config.timeout_s)
                 raise
+            r = reference.result()
             if c["input_fingerprint"] != r["input_fingerprint"]:
-                raise _Fault(V.ERROR, f"{problem.inputs_fn}() gives different inputs for the same seed: "
-                                      "make it use torch's random generator only")
-            with self.pool.reference() as ref:
-                cmp = ref.call({"op": "compare", "key": problem.key, "seed": seed, "files": c["files"]},
-                               self.config.timeout_s, cancel)
-        if seen["launches"] is None:
-            seen["launches"] = c["launches"]
+                raise _Fault(V.ERROR, f"{self.problem.inputs_fn}() gives different inputs for the "
+                                      "same seed: make it draw only from torch's random generator")
+            cmp = self.reference_call({"op": "compare", "key": key, "seed": seed, "files": c["files"]})
+            self.candidate_call({"op": "release"})
+        if self.launches is None:
+            self.launches = c["launches"]
             v.triton_kernels = sorted({name.split("[")[0] for name in c["launches"]})
-        elif c["launches"] != seen["launches"]:
+        elif c["launches"] != self.launches:
             raise _Fault(V.REJECTED, f"launches changed between calls ({c['launches']} after "
-                                     f"{seen['launches']}): behaviour depends on the call count")
+                                     f"{self.launches}): behaviour depends on the call count")
         for op, n in c["pytorch_ops"].items():
             v.pytorch_ops[op] = max(v.pytorch_ops.get(op, 0), n)
-        seen["cand"].append(c["output_fingerprint"])
-        seen["ref"].append(r["output_fingerprint"])
+        self.candidate_outputs.append(c["output_fingerprint"])
+        self.reference_outputs.append(r["output_fingerprint"])
         trial = Trial(index=index, phase=phase, passed=cmp["passed"],
                       **{k: cmp.get(k) for k in ("max_abs_error", "max_rel_error", "rel_error_norm")},
-                      mismatched=cmp.get("mismatched", 0), total=cmp.get("total", 0), note=cmp.get("note", ""))
+                      mismatched=cmp.get("mismatched", 0), total=cmp.get("total", 0),
+                      note=cmp.get("note", ""))
         v.trials.append(trial)
         if not trial.passed:
             when = (f"on trial {index + 1}" if phase == "initial"
                     else f"on re-check {index + 1} (new inputs in the buffers of earlier calls)")
             raise _Fault(V.INCORRECT, f"wrong output {when}: {trial.note or 'mismatch'}")
 
-    def _time(self, worker, problem, prep, cancel, v: Verdict, launches) -> None:
-        c = self.config
-        with self.gpu.shared():
-            self._candidate_call(worker, {"op": "prepare_timing", "seed": secrets.randbits(62)},
-                                 cancel, timeout=c.compile_timeout_s)
-        request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(c.input_sets)],
-                   "trials": c.timing_trials, "warmup": c.timing_warmup, "launches": launches}
-        timeout = c.timeout_s + 60.0
-        with self.gpu.exclusive():
-            t = self._candidate_call(worker, request, cancel, timeout=timeout)
-        floor_ms = (prep["input_bytes"] + prep["output_bytes"]) / t["bandwidth_bytes_per_ms"]
-        timings = self._timings(t, floor_ms)
-        if self._implausible(timings):
-            request["seeds"] = [secrets.randbits(62) for _ in range(c.input_sets)]
-            with self.gpu.exclusive():
-                t = self._candidate_call(worker, request, cancel, timeout=timeout)
-            timings = self._timings(t, floor_ms)
-            if self._implausible(timings):
+    def time(self, prep: dict) -> None:
+        c, v = self.config, self.verdict
+        with self.verifier.gpu.shared():
+            self.candidate_call({"op": "prepare_timing", "seed": secrets.randbits(62)},
+                                timeout=c.compile_timeout_s)
+        self.phase_done("torch.compile")
+        floor_bytes = prep["input_bytes"] + prep["output_bytes"]
+        t, timings = self.measure(floor_bytes, prep["input_bytes"])
+        if _implausible(timings):
+            t, timings = self.measure(floor_bytes, prep["input_bytes"])
+            if _implausible(timings):
                 v.flags.append("implausible speed (over 10x eager or under the memory-bandwidth "
                                "floor), confirmed by a second measurement")
         cand = timings.candidate
@@ -274,22 +344,32 @@ class Verifier:
         v.speedup_eager = timings.eager.median_ms / cand.median_ms
         if timings.compiled:
             v.speedup_compile = timings.compiled.median_ms / cand.median_ms
-        foreign = {k: ms for k, ms in t["kernel_ms"].items() if k not in v.triton_kernels}
+        self.phase_done("timing")
+        foreign = sorted(k for k in t["kernel_ms"] if k not in v.triton_kernels)
         if foreign and c.mode == "strict":
-            v.flags.append("non-Triton kernels on the GPU: " + ", ".join(sorted(foreign)[:5]))
+            v.flags.append("non-Triton kernels on the GPU: " + ", ".join(foreign[:5]))
 
-    @staticmethod
-    def _timings(t: dict, floor_ms: float) -> Timings:
+    def measure(self, floor_bytes: int, input_bytes: int) -> tuple[dict, Timings]:
+        c = self.config
+        # Rotate through several input sets, but no more than fit a budget: KernelBench inputs
+        # reach 8 GB, and other workers share the GPU.
+        sets = max(2, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
+        request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
+                   "trials": c.timing_trials, "warmup": c.timing_warmup, "launches": self.launches}
+        with self.verifier.gpu.exclusive():
+            t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
         raw = t["timings"]
-        return Timings(
+        timings = Timings(
             candidate=Timing(**raw["candidate"]), eager=Timing(**raw["eager"]),
             compiled=Timing(**raw["compiled"]) if "compiled" in raw else None,
-            compile_note=t.get("compile_note", ""), memory_floor_ms=floor_ms,
+            compile_note=t.get("compile_note", ""),
+            memory_floor_ms=floor_bytes / t["bandwidth_bytes_per_ms"],
         )
+        return t, timings
 
-    @staticmethod
-    def _implausible(t: Timings) -> bool:
-        cand = t.candidate.median_ms
-        return t.eager.median_ms / cand > IMPLAUSIBLE_SPEEDUP or (
-            t.memory_floor_ms is not None and cand < t.memory_floor_ms
-        )
+
+def _implausible(t: Timings) -> bool:
+    cand = t.candidate.median_ms
+    return t.eager.median_ms / cand > IMPLAUSIBLE_SPEEDUP or (
+        t.memory_floor_ms is not None and cand < t.memory_floor_ms
+    )

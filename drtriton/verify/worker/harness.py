@@ -10,7 +10,7 @@ Requests and replies are small JSON-friendly dicts; tensors travel through `tran
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections import OrderedDict
 
 import torch
@@ -23,7 +23,7 @@ from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, 
 
 
 class CandidateFault(Exception):
-    """The candidate broke a rule or failed; `status` is "failed" or "rejected"."""
+    """The candidate broke a rule or failed; `status` is "failed", "rejected" or "oom"."""
 
     def __init__(self, status: str, message: str):
         super().__init__(message)
@@ -44,6 +44,17 @@ def _set_precision() -> None:
 
 def _output_specs(outputs: list[torch.Tensor]) -> list[dict]:
     return [{"shape": list(t.shape), "dtype": str(t.dtype)} for t in outputs]
+
+
+IDLE_CACHE_BYTES = 8 << 30
+
+
+def _release_cached_memory(settings: dict, keep_bytes: int = 0) -> None:
+    """Give cached GPU blocks back to the driver: several workers share one GPU. Emptying the
+    cache costs time (blocks are freed and later allocated again), so after an ordinary request
+    a worker keeps up to IDLE_CACHE_BYTES."""
+    if settings.get("device") == "cuda" and torch.cuda.memory_reserved() > keep_bytes:
+        torch.cuda.empty_cache()
 
 
 def _is_cuda_fault(e: BaseException) -> bool:
@@ -68,6 +79,12 @@ class ReferenceHarness:
             return getattr(self, f"op_{op}")(req)
         except ProblemFault as e:
             return {"ok": False, "kind": "problem", "error": str(e)}
+        except torch.OutOfMemoryError as e:
+            self.outputs.pop((req.get("key"), req.get("seed")), None)
+            _release_cached_memory(self.settings)
+            return {"ok": False, "kind": "oom", "error": describe_error(e)}
+        finally:
+            _release_cached_memory(self.settings, keep_bytes=IDLE_CACHE_BYTES)
 
     def op_prepare(self, req: dict) -> dict:
         key = req["key"]
@@ -128,8 +145,9 @@ class ReferenceHarness:
                 return {"ok": True, "passed": False, "note": f"returned {len(specs)} outputs, expected {len(refs)}"}
             results = []
             for spec, ref in zip(specs, refs):
-                out = transfer.read_tensor(spec, str(ref.device))
+                out = transfer.open_shared(spec, str(ref.device))
                 results.append(compare(out, ref, Tolerance.for_dtype(str(ref.dtype))))
+                del out  # releases a CUDA IPC mapping
         finally:
             transfer.remove(specs)
         worst = max(results, key=lambda c: (not c.passed, c.rel_error_norm or 0.0))
@@ -145,8 +163,13 @@ class ReferenceHarness:
         }
 
     def op_release(self, req: dict) -> dict:
-        for k in [k for k in self.outputs if k[0] == req["key"]]:
-            del self.outputs[k]
+        """Forget the reference outputs of a trial that will not be compared."""
+        self.outputs.pop((req["key"], req["seed"]), None)
+        return {"ok": True}
+
+    def op_trim(self, req: dict) -> dict:
+        if not self.outputs:  # other checks' trials may be in flight
+            _release_cached_memory(self.settings)
         return {"ok": True}
 
 
@@ -173,8 +196,8 @@ class CandidateHarness:
         self.mode = "strict"
         self.loads = 0
         self.bandwidth = None
-        self.threads_at_start = python_thread_count()
         self.last_inputs: list = []  # refilled with new values later: pointer-keyed caches show
+        self.shared_outputs: list = []  # the last run's outputs, shared with the reference worker
 
     # -- plumbing ----------------------------------------------------------------------------
     def handle(self, req: dict) -> dict:
@@ -185,33 +208,49 @@ class CandidateHarness:
             return {"ok": False, "kind": "problem", "error": str(e)}
         except CandidateFault as e:
             reply = {"ok": False, "kind": e.status, "error": str(e)}
+        except torch.OutOfMemoryError as e:  # in our own code: the GPU is shared, try again later
+            reply = {"ok": False, "kind": "oom", "error": describe_error(e)}
+        _release_cached_memory(self.settings, 0 if reply.get("kind") == "oom" else IDLE_CACHE_BYTES)
         reply["tainted"] = self._tainted()
         return reply
 
+    def op_release(self, req: dict) -> dict:
+        """The reference worker has read the shared outputs."""
+        self.shared_outputs = []
+        return {"ok": True}
+
+    def op_trim(self, req: dict) -> dict:
+        """The check is over: drop its tensors and give cached GPU memory back to the driver,
+        since several workers share one GPU (done per check, not per request: it is slow)."""
+        self.shared_outputs, self.last_inputs = [], []
+        _release_cached_memory(self.settings)
+        return {"ok": True}
+
     def _tainted(self) -> list[str]:
         why = [f"patched {name}" for name in self.patches.changed()]
-        if python_thread_count() > self.threads_at_start:
-            why.append("left threads running")
         why += [f"sandbox refused {v}" for v in self.audit.violations]
         return why
 
+    @contextlib.contextmanager
     def _armed(self):
-        harness = self
-
-        class _Armed:
-            def __enter__(self):
-                harness.audit.armed = True
-
-            def __exit__(self, *exc):
-                harness.audit.armed = False
-
-        return _Armed()
+        """Candidate code runs inside: the audit hook refuses, and new threads are noticed
+        (the harness's own, like the profiler's or torch.compile's, start outside)."""
+        threads = python_thread_count()
+        self.audit.armed = True
+        try:
+            yield
+        finally:
+            self.audit.armed = False
+            if python_thread_count() > threads:
+                self.audit.violations.append("starting a thread")
 
     def _candidate_error(self, e: BaseException) -> CandidateFault:
         text = describe_error(e, self.candidate_file)
         if isinstance(e, PermissionError) and "drtriton sandbox" in str(e):
             return CandidateFault("rejected", text)
-        if isinstance(e, torch.OutOfMemoryError) or isinstance(e, MemoryError):
+        if isinstance(e, torch.OutOfMemoryError):  # maybe the candidate's, maybe the shared GPU's
+            return CandidateFault("oom", f"out of memory: {text}")
+        if isinstance(e, MemoryError):
             return CandidateFault("failed", f"out of memory: {text}")
         if _is_cuda_fault(e):
             self.audit.violations.append("a CUDA fault (context is unusable)")
@@ -224,7 +263,7 @@ class CandidateHarness:
             self.runtime = ProblemRuntime(req["problem"], self.device, self.settings["scratch"],
                                           req["init_seed"], training=req["training"])
             self.runtime_key = key
-            self.compiled = None
+            self.compiled = None  # None: not tried yet; False: torch.compile failed
         self.runtime.model.train(req["training"])
         if self.runtime.state_fingerprint() != req["state_fingerprint"]:
             raise ProblemFault("the reference's parameters differ between two constructions with the "
@@ -314,7 +353,8 @@ class CandidateHarness:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(compute.items()))
             raise CandidateFault("rejected", f"PyTorch computes in forward (strict mode allows only "
                                              f"allocation, views and copies): {ops}")
-        files = [transfer.write_tensor(t, self.settings["transfer_dir"]) for t in flat]
+        self.shared_outputs = [t.detach().contiguous() for t in flat]  # alive until read
+        files = [transfer.share(t, self.settings["transfer_dir"]) for t in self.shared_outputs]
         return {
             "ok": True,
             "input_fingerprint": fp,
@@ -363,7 +403,7 @@ class CandidateHarness:
             return call
 
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
-        if self.compiled:
+        if self.compiled is not None and self.compiled is not False:  # (a module has no truth value)
             fns["compiled"] = run_model(self.compiled)
         timings = time_interleaved(fns, input_sets, trials=req["trials"], warmup=req["warmup"])
         if self.patches.changed():

@@ -117,9 +117,11 @@ class ProblemRuntime:
         return list(args)
 
     def build(self, cls) -> torch.nn.Module:
-        """Construct on the CPU from the init seed (deterministic), then move to the device."""
+        """Construct from the init seed, directly on the device (fast for large layers, and
+        deterministic: both workers draw the same values)."""
         seed_everything(self.init_seed)
-        model = cls(*self.init_args)
+        with torch.device(self.device):
+            model = cls(*self.init_args)
         return model.to(self.device)
 
     def check_signature(self, inputs: list) -> None:
@@ -133,11 +135,12 @@ class ProblemRuntime:
             )
 
     def make_inputs(self, seed: int) -> tuple[list, str]:
-        """Inputs for one trial, and their fingerprint (taken before moving them to the device)."""
+        """Inputs for one trial, on the device, and their fingerprint."""
         seed_everything(seed)
         fn = self.problem["inputs_fn"]
         try:
-            values = self.get_inputs()
+            with torch.device(self.device):  # torch.rand & co. draw on the device: fast
+                values = self.get_inputs()
         except Exception as e:
             raise ProblemFault(f"{fn}() raised {describe_error(e, self.source_file)}")
         finally:
@@ -145,7 +148,8 @@ class ProblemRuntime:
         if not isinstance(values, (list, tuple)):
             raise ProblemFault(f"{fn}() must return a list of forward arguments, not {type(values).__name__}")
         values = list(values)
-        return [move(v, self.device) for v in values], fingerprint(values)
+        values = [move(v, self.device) for v in values]
+        return values, fingerprint(values)
 
     def state_fingerprint(self) -> str:
         return fingerprint(list(self.model.state_dict().values()))

@@ -1,0 +1,168 @@
+"""`drtriton bench`: verify a set of candidates against a set of problems, and report.
+
+KernelBench's metrics: fast_p = share of ALL problems whose candidate is correct and more than p
+times faster than the baseline (a missing candidate counts as incorrect); fast_0 is the correct
+rate. Geometric-mean speedups are over the correct candidates that were timed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .problem import Problem
+from .verify import Verdict, Verifier
+
+THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
+
+
+@dataclass
+class BenchEntry:
+    problem: Problem
+    candidate: Path | None  # None: no candidate file for this problem
+    verdict: Verdict | None
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict is not None and self.verdict.correct
+
+    def to_dict(self) -> dict:
+        return {
+            "problem": self.problem.name,
+            "origin": self.problem.origin,
+            "candidate": str(self.candidate) if self.candidate else None,
+            "verdict": self.verdict.to_dict() if self.verdict else None,
+        }
+
+
+def find_candidate(folder: Path, problem: Problem) -> Path | None:
+    """`<name>.py`, or `level<L>/<name>.py` for KernelBench problems."""
+    names = [f"{problem.name}.py"]
+    level = problem.meta.get("level")
+    if level is not None:
+        names.insert(0, f"level{level}/{problem.name}.py")
+    for n in names:
+        if (folder / n).is_file():
+            return folder / n
+    return None
+
+
+def run_bench(
+    problems: list[Problem],
+    candidates: Path,
+    verifier: Verifier,
+    progress: Callable[[int, int, BenchEntry], None] | None = None,
+) -> list[BenchEntry]:
+    entries: list[BenchEntry | None] = [None] * len(problems)
+    done = 0
+    lock = threading.Lock()
+
+    def one(i: int) -> None:
+        nonlocal done
+        problem = problems[i]
+        path = find_candidate(candidates, problem)
+        verdict = verifier.verify(problem, path.read_text()) if path else None
+        entry = BenchEntry(problem, path, verdict)
+        with lock:
+            entries[i] = entry
+            done += 1
+            if progress:
+                progress(done, len(problems), entry)
+
+    with ThreadPoolExecutor(max_workers=verifier.config.workers) as pool:
+        list(pool.map(one, range(len(problems))))
+    return entries  # type: ignore[return-value]
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(sum(math.log(x) for x in values) / len(values)) if values else None
+
+
+def summarize(entries: list[BenchEntry]) -> dict:
+    n = len(entries)
+    statuses: dict[str, int] = {}
+    for e in entries:
+        s = e.verdict.status if e.verdict else "missing"
+        statuses[s] = statuses.get(s, 0) + 1
+    summary = {"problems": n, "correct": sum(e.correct for e in entries), "statuses": statuses}
+    for baseline in ("eager", "compile"):
+        speedups = [getattr(e.verdict, f"speedup_{baseline}") for e in entries if e.correct]
+        timed = [s for s in speedups if s is not None]
+        summary[f"fast_p_{baseline}"] = {
+            str(p): (sum(s > p for s in timed) if p else sum(e.correct for e in entries)) / n if n else 0.0
+            for p in THRESHOLDS
+        }
+        summary[f"geomean_speedup_{baseline}"] = _geomean(timed)
+        summary[f"timed_{baseline}"] = len(timed)
+    times = sorted(e.verdict.elapsed_s for e in entries if e.verdict)
+    summary["median_verify_s"] = times[len(times) // 2] if times else None
+    return summary
+
+
+def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if x is None else f"{x:{spec}}{suffix}"
+
+
+def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str:
+    lines = [f"# {title}", "", f"{summary['problems']} problems, {summary['correct']} correct.", ""]
+    lines += ["| metric | vs eager | vs torch.compile |", "|---|---|---|"]
+    for p in THRESHOLDS:
+        lines.append(f"| fast_{p:g} | {summary['fast_p_eager'][str(p)]:.1%} | "
+                     f"{summary['fast_p_compile'][str(p)]:.1%} |")
+    lines.append(f"| geomean speedup (correct, timed) | {_fmt(summary['geomean_speedup_eager'], '.2f', 'x')} | "
+                 f"{_fmt(summary['geomean_speedup_compile'], '.2f', 'x')} |")
+    lines += ["", "| problem | status | vs eager | vs compile | Triton share | verify s | reason |",
+              "|---|---|---|---|---|---|---|"]
+    for e in entries:
+        v = e.verdict
+        if v is None:
+            lines.append(f"| {e.problem.name} | missing | - | - | - | - | no candidate file |")
+            continue
+        reason = (v.reasons[0] if v.reasons else "; ".join(v.flags)).replace("|", "/")[:160]
+        lines.append(f"| {e.problem.name} | {v.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
+                     f"{_fmt(v.speedup_compile, '.2f', 'x')} | {_fmt(v.triton_share, '.0%')} | "
+                     f"{v.elapsed_s:.1f} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def speedup_svg(entries: list[BenchEntry]) -> str:
+    """Bars of log2(speedup vs eager) per problem, sorted; incorrect ones as red ticks at 0."""
+    rows = sorted(
+        ((e.problem.name, e.verdict.speedup_eager if e.correct else None) for e in entries),
+        key=lambda r: (r[1] is None, -(r[1] or 0)),
+    )
+    width, bar, left, mid = 900, 14, 320, 610
+    height = 40 + bar * len(rows)
+    scale = 60.0  # pixels per doubling
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           'font-family="sans-serif" font-size="10">',
+           f'<text x="{left}" y="14">speedup vs PyTorch eager (log scale; red: not correct)</text>',
+           f'<line x1="{mid}" y1="20" x2="{mid}" y2="{height}" stroke="#444"/>']
+    for i, (name, s) in enumerate(rows):
+        y = 24 + i * bar
+        out.append(f'<text x="{left - 4}" y="{y + 10}" text-anchor="end">{name[:48]}</text>')
+        if s is None:
+            out.append(f'<rect x="{mid - 2}" y="{y + 2}" width="4" height="{bar - 4}" fill="#c33"/>')
+            continue
+        w = max(-mid + left, min(width - mid - 40, math.log2(s) * scale))
+        x = mid if w >= 0 else mid + w
+        colour = "#2a7" if s >= 1 else "#e90"
+        out.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{abs(w):.1f}" height="{bar - 4}" fill="{colour}"/>')
+        out.append(f'<text x="{mid + max(w, 0) + 4:.1f}" y="{y + 10}">{s:.2f}x</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def write_report(entries: list[BenchEntry], summary: dict, out: Path, title: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "verdicts.jsonl", "w") as f:
+        for e in entries:
+            f.write(json.dumps(e.to_dict()) + "\n")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "report.md").write_text(report_markdown(entries, summary, title))
+    (out / "speedups.svg").write_text(speedup_svg(entries))

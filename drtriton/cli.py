@@ -1,0 +1,162 @@
+"""The `drtriton` command: verify, bench (and convert, once the built-in policy lands).
+
+Exit codes: 0 success (the candidate is correct), 1 a completed check that found no correct
+candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .problem import ProblemError, load_file, load_problems
+
+
+class UsageError(Exception):
+    pass
+
+
+def _device_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="where to check: cuda times on the GPU; cpu runs kernels in the Triton interpreter")
+    p.add_argument("--mode", choices=["strict", "mixed"], default="strict",
+                   help="strict: only Triton computes in forward; mixed: PyTorch ops allowed and reported")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit for each step of a check")
+    p.add_argument("--workers", type=int, default=2, help="candidate worker processes")
+
+
+def _make_verifier(args):
+    from .verify import Verifier, VerifyConfig
+
+    try:
+        config = VerifyConfig(device=args.device, mode=args.mode, timeout_s=args.timeout,
+                              workers=args.workers)
+        return Verifier(config)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def format_verdict(v) -> str:
+    lines = [v.summary]
+    for r in v.reasons[1:6]:
+        lines.append(f"  also: {r}")
+    for t in v.trials:
+        mark = "ok " if t.passed else "BAD"
+        head = f"  {mark} trial {t.index + 1} ({t.phase.replace('_', ' ')})"
+        if t.max_abs_error is None:
+            lines.append(f"{head}: {t.note}")
+        else:
+            lines.append(f"{head}: max abs err {t.max_abs_error:.3g}, rel err norm {t.rel_error_norm:.2e}"
+                         + (f"; {t.note}" if t.note else ""))
+    if v.timings:
+        t = v.timings
+        lines.append(f"  candidate {t.candidate.median_ms:.4f} ms (IQR/median {t.candidate.spread:.1%}), "
+                     f"eager {t.eager.median_ms:.4f} ms"
+                     + (f", torch.compile {t.compiled.median_ms:.4f} ms" if t.compiled else
+                        f", torch.compile: {t.compile_note or 'not measured'}"))
+    if v.triton_kernels:
+        lines.append(f"  Triton kernels: {', '.join(v.triton_kernels)}")
+    if v.pytorch_ops:
+        lines.append("  PyTorch ops in forward: " + ", ".join(f"{k} x{n}" for k, n in sorted(v.pytorch_ops.items())))
+    for f in v.flags:
+        lines.append(f"  flag: {f}")
+    lines.append(f"  device {v.device}, mode {v.settings.get('mode')}, {v.elapsed_s:.1f} s")
+    return "\n".join(lines)
+
+
+def cmd_verify(args) -> int:
+    try:
+        problem = load_file(args.ref, args.cls)
+    except ProblemError as e:
+        raise UsageError(str(e)) from None
+    try:
+        source = Path(args.cand).read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read {args.cand}: {e.strerror}") from None
+    with _make_verifier(args) as verifier:
+        progress = None if args.json else (lambda msg: _stderr(f"... {msg}"))
+        verdict = verifier.verify(problem, source, progress=progress)
+    if args.json:
+        print(verdict.to_json(indent=2))
+    else:
+        print(format_verdict(verdict))
+    if verdict.status == "error":
+        return 2
+    return 0 if verdict.correct else 1
+
+
+def cmd_bench(args) -> int:
+    from .bench import run_bench, summarize, write_report
+
+    try:
+        problems = load_problems(args.problems)
+    except ProblemError as e:
+        raise UsageError(str(e)) from None
+    if args.ids:
+        wanted = {int(x) for x in args.ids.split(",")}
+        problems = [p for p in problems if p.meta.get("problem_id") in wanted]
+    if args.limit:
+        problems = problems[: args.limit]
+    candidates = Path(args.candidates)
+    if not candidates.is_dir():
+        raise UsageError(f"--candidates {candidates}: not a folder")
+
+    def progress(done, total, entry):
+        v = entry.verdict
+        what = "no candidate" if v is None else v.summary
+        _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
+
+    with _make_verifier(args) as verifier:
+        entries = run_bench(problems, candidates, verifier, progress)
+    summary = summarize(entries)
+    out = Path(args.out)
+    write_report(entries, summary, out, f"drtriton bench: {args.problems} ({verifier.device}, {args.mode})")
+    print(f"{summary['correct']}/{summary['problems']} correct; "
+          f"fast_1 vs eager {summary['fast_p_eager']['1.0']:.1%}, "
+          f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%}; report in {out}/report.md")
+    return 0 if summary["correct"] else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="drtriton", description="Turn PyTorch modules into verified Triton.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("verify", help="check a Triton candidate against a PyTorch reference")
+    p.add_argument("ref", help="the reference: a KernelBench file (class Model) or a file with --class")
+    p.add_argument("cand", help="the candidate file (class ModelNew or <Class>Triton)")
+    p.add_argument("--class", dest="cls", help="the reference class in REF")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    _device_args(p)
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
+    p.add_argument("problems", help="KernelBench JSONL, a folder of problem files, or one file")
+    p.add_argument("--candidates", required=True, help="folder with <name>.py or level<L>/<name>.py")
+    p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
+    p.add_argument("--ids", help="only these problem ids (comma-separated)")
+    p.add_argument("--limit", type=int, help="only the first N problems")
+    _device_args(p)
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as e:
+        _stderr(f"drtriton {args.command}: {e}")
+        return 2
+    except KeyboardInterrupt:
+        _stderr("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""`drtriton verify` and `drtriton bench` as a user runs them (CPU, interpreter)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drtriton.bench import BenchEntry, summarize
+from drtriton.problem import from_source
+from drtriton.verify import Verdict
+from verifier_cases import HACKS, RELU, RELU_OK, ROW_SUM, ROW_SUM_OK, SOFTMAX
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def drtriton(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "drtriton.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_verify_exit_codes_and_json(tmp_path):
+    (tmp_path / "ref.py").write_text(RELU)
+    (tmp_path / "good.py").write_text(RELU_OK)
+    (tmp_path / "bad.py").write_text(HACKS["row6_mutates_input"][1])
+    ok = drtriton("verify", "ref.py", "good.py", "--device", "cpu", "--json", "--workers", "1", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    verdict = json.loads(ok.stdout)
+    assert verdict["correct"] and verdict["speed_note"] == "not measured (no CUDA device)"
+    bad = drtriton("verify", "ref.py", "bad.py", "--device", "cpu", "--workers", "1", cwd=tmp_path)
+    assert bad.returncode == 1
+    assert "rejected: forward modified its input #0 in place" in bad.stdout
+    assert "trial 1/5" not in bad.stdout and "building the reference" in bad.stderr  # progress on stderr
+    usage = drtriton("verify", "missing.py", "good.py", cwd=tmp_path)
+    assert usage.returncode == 2 and "cannot read missing.py" in usage.stderr
+    no_inputs = tmp_path / "noinputs.py"
+    no_inputs.write_text("import torch.nn as nn\nclass M(nn.Module):\n    def forward(self, x):\n        return x\n")
+    usage = drtriton("verify", "noinputs.py", "good.py", "--class", "M", cwd=tmp_path)
+    assert usage.returncode == 2 and "def get_inputs():" in usage.stderr
+
+
+def test_verify_reports_a_broken_reference_as_a_usage_error(tmp_path):
+    (tmp_path / "ref.py").write_text(RELU.replace("return [torch.randn(64, 96)]", "return [torch.randn(64, 96), 3]"))
+    (tmp_path / "good.py").write_text(RELU_OK)
+    r = drtriton("verify", "ref.py", "good.py", "--device", "cpu", "--workers", "1", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "get_inputs() returns 2 values but Model.forward takes (x)" in r.stdout
+
+
+def test_bench_on_a_folder(tmp_path):
+    problems, candidates = tmp_path / "problems", tmp_path / "candidates"
+    problems.mkdir()
+    candidates.mkdir()
+    for name, ref, cand in (("relu", RELU, RELU_OK), ("row_sum", ROW_SUM, ROW_SUM_OK), ("softmax", SOFTMAX, None)):
+        (problems / f"{name}.py").write_text(ref)
+        if cand:
+            (candidates / f"{name}.py").write_text(cand)
+    (candidates / "relu.py").write_text(RELU_OK)
+    out = tmp_path / "out"
+    r = drtriton("bench", str(problems), "--candidates", str(candidates), "--out", str(out),
+                 "--device", "cpu", "--workers", "2")
+    assert r.returncode == 0, r.stderr
+    assert "2/3 correct" in r.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["correct"] == 2 and summary["statuses"] == {"correct": 2, "missing": 1}
+    assert summary["fast_p_eager"]["0.0"] == pytest.approx(2 / 3)
+    assert summary["timed_eager"] == 0  # no CUDA: nothing timed, so no fast_1
+    rows = [json.loads(line) for line in (out / "verdicts.jsonl").read_text().splitlines()]
+    assert [row["problem"] for row in rows] == ["relu", "row_sum", "softmax"]
+    assert "| softmax | missing |" in (out / "report.md").read_text()
+    assert (out / "speedups.svg").read_text().startswith("<svg")
+
+
+def _entry(name, correct, eager=None, compile_=None):
+    v = Verdict(correct=correct, status="correct" if correct else "incorrect",
+                speedup_eager=eager, speedup_compile=compile_)
+    return BenchEntry(from_source(RELU, name=name), Path(f"{name}.py"), v)
+
+
+def test_fast_p_counts_all_problems_and_geomean_only_the_correct():
+    entries = [_entry("a", True, 2.5, 1.2), _entry("b", True, 1.2, 0.8), _entry("c", False, 9.0, 9.0),
+               BenchEntry(from_source(RELU, name="d"), None, None)]
+    s = summarize(entries)
+    assert s["fast_p_eager"] == {"0.0": 0.5, "1.0": 0.5, "1.5": 0.25, "2.0": 0.25}
+    assert s["fast_p_compile"]["1.0"] == 0.25
+    assert s["geomean_speedup_eager"] == pytest.approx((2.5 * 1.2) ** 0.5)
+    assert s["statuses"] == {"correct": 2, "incorrect": 1, "missing": 1}

@@ -1,0 +1,47 @@
+"""The verifier on a CUDA device: honest kernels pass and are timed, cheats fail, faults
+(an illegal address on the GPU) give failed verdicts and a fresh worker."""
+
+import pytest
+
+from conftest import has_cuda
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA device")]
+
+from drtriton.problem import from_source  # noqa: E402
+from verifier_cases import HACKS, HONEST, RELU, RELU_OK  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def gpu_verifier():
+    from drtriton.verify import Verifier, VerifyConfig
+
+    v = Verifier(VerifyConfig(device="cuda", workers=2, timing_trials=30))
+    yield v
+    v.close()
+
+
+@pytest.mark.parametrize("kind", sorted(HONEST))
+def test_honest_candidates_are_correct_and_timed(gpu_verifier, kind):
+    ref, cand = HONEST[kind]
+    v = gpu_verifier.verify(from_source(ref, name=kind), cand)
+    assert v.correct, v.reasons
+    assert v.timings is not None and v.timings.candidate.median_ms > 0
+    assert v.speedup_eager is not None and v.speedup_eager > 0
+    assert v.triton_share is not None and v.triton_share > 0.5, v.triton_share
+
+
+@pytest.mark.parametrize("name", sorted(HACKS))
+def test_each_reward_hack_is_refused_on_the_gpu(gpu_verifier, name):
+    ref, cand, status, reason = HACKS[name]
+    v = gpu_verifier.verify(from_source(ref, name=name), cand)
+    assert not v.correct, v.summary
+    statuses = status if isinstance(status, tuple) else (status,)
+    assert v.status in statuses, (v.status, v.reasons)
+
+
+def test_a_gpu_fault_does_not_spoil_the_next_verdict(gpu_verifier):
+    _, cand, _, _ = HACKS["row13_writes_past_its_buffer"]
+    bad = gpu_verifier.verify(from_source(RELU, name="fault"), cand)
+    assert bad.status == "failed", bad.reasons
+    good = gpu_verifier.verify(from_source(RELU, name="fault"), RELU_OK)
+    assert good.correct, good.reasons
