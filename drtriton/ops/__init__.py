@@ -1,1 +1,49 @@
+"""The operator vocabulary: the one place each primitive PyTorch operator is defined.
 
+``VOCABULARY`` maps vocabulary names to :class:`Operator` records (see its docstring for the
+interface), in a fixed order grouped by category; ``get(name)`` looks one up; ``CATEGORIES``
+lists the categories. Importing this package imports neither torch nor OR-Tools.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Mapping
+
+from drtriton.ops import conv, elementwise, linalg, loss, norm, pool, reduce
+from drtriton.ops.layout import LAYOUT, LayoutOp
+from drtriton.ops.operator import (ANY_RANK, CATEGORIES, DOMAINS, Axis, Choice, ModuleCall, Operator, Param,
+                                   Slot, Spatial)
+from drtriton.ops.shape import ShapeError
+
+_ALL = (elementwise.OPERATORS + linalg.OPERATORS + conv.OPERATORS + pool.OPERATORS + norm.OPERATORS
+        + reduce.OPERATORS + loss.OPERATORS)
+
+#: name -> Operator, ordered by category then definition.
+VOCABULARY: Mapping[str, Operator] = MappingProxyType(
+    {op.name: op for cat in CATEGORIES for op in _ALL if op.category == cat})
+
+if len(VOCABULARY) != len(_ALL):  # pragma: no cover - a definition error, caught at import
+    raise RuntimeError("duplicate operator names in the vocabulary")
+
+NAMES: tuple[str, ...] = tuple(VOCABULARY)
+
+
+def get(name: str) -> Operator:
+    """The operator called ``name``; a KeyError listing the valid names otherwise."""
+    try:
+        return VOCABULARY[name]
+    except KeyError:
+        raise KeyError(f"unknown operator {name!r}; valid names: {', '.join(NAMES)}") from None
+
+
+def by_category(category: str) -> tuple[Operator, ...]:
+    if category not in CATEGORIES:
+        raise KeyError(f"unknown category {category!r}; valid: {', '.join(CATEGORIES)}")
+    return tuple(op for op in VOCABULARY.values() if op.category == category)
+
+
+__all__ = [
+    "ANY_RANK", "CATEGORIES", "DOMAINS", "LAYOUT", "NAMES", "VOCABULARY", "Axis", "Choice", "LayoutOp",
+    "ModuleCall", "Operator", "Param", "ShapeError", "Slot", "Spatial", "by_category", "get",
+]
