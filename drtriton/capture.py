@@ -1,0 +1,184 @@
+"""Capture: a problem's module as a graph of aten operators, mapped onto the vocabulary.
+
+`torch.export` traces the module (on the meta device, so any size captures in milliseconds)
+into aten operators at the level PyTorch users write (`aten.conv2d`, `aten.linear`,
+`aten.softmax.int`...), with parameter names kept (`conv.weight`). Each node is then matched to
+a vocabulary operator where one covers it (`drtriton.ops.aten`); the others stay PyTorch nodes
+that a plan runs as they are.
+
+The graph is plain data (JSON-friendly), because capture runs the user's code and so happens in
+a worker process (`Verifier.capture`), and the plan is built in the parent.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Value:
+    name: str
+    shape: list[int]
+    dtype: str
+    kind: str  # input | param | buffer | const | node
+    fqn: str | None = None  # params and buffers: the state_dict key, e.g. "conv.weight"
+    index: int | None = None  # inputs: position in forward's arguments
+    literal: Any = None  # consts: the value, when it is a scalar
+
+
+@dataclass
+class Node:
+    name: str
+    target: str  # aten overload, e.g. "aten.conv2d.default"
+    args: list  # {"value": name} for tensors, else JSON literals (lists may nest)
+    kwargs: dict
+    outputs: list[str]  # value names (several for max.dim & co.)
+    op: str | None = None  # vocabulary operator, None when the vocabulary does not cover it
+    attrs: dict = field(default_factory=dict)  # the vocabulary operator's attributes
+    mutates: bool = False  # in-place on a buffer (batch-norm counters): not part of the result
+
+
+@dataclass
+class Graph:
+    values: dict[str, Value]
+    nodes: list[Node]
+    inputs: list[str]
+    outputs: list[str]
+
+    def to_dict(self) -> dict:
+        return {"values": {k: asdict(v) for k, v in self.values.items()},
+                "nodes": [asdict(n) for n in self.nodes], "inputs": self.inputs, "outputs": self.outputs}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Graph":
+        return cls(values={k: Value(**v) for k, v in d["values"].items()},
+                   nodes=[Node(**n) for n in d["nodes"]], inputs=d["inputs"], outputs=d["outputs"])
+
+    def producer(self) -> dict[str, Node]:
+        return {out: n for n in self.nodes for out in n.outputs}
+
+    def users(self) -> dict[str, list[Node]]:
+        uses: dict[str, list[Node]] = {}
+        for n in self.nodes:
+            for name in value_refs(n.args) + value_refs(list(n.kwargs.values())):
+                uses.setdefault(name, []).append(n)
+        return uses
+
+
+def value_refs(args) -> list[str]:
+    """Names of the tensor values an argument list refers to, in order."""
+    out = []
+    for a in args:
+        if isinstance(a, dict) and "value" in a:
+            out.append(a["value"])
+        elif isinstance(a, (list, tuple)):
+            out += value_refs(a)
+    return out
+
+
+class CaptureError(Exception):
+    """The module could not be traced; the message says why (it then runs as PyTorch)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside the worker: trace and convert (imports torch)
+
+
+def capture_module(model, inputs: list) -> Graph:
+    """Trace `model(*inputs)`. Inputs and parameters may live on the meta device (no memory,
+    no compute); constants the forward creates are then unknown (`literal` None)."""
+    import torch
+
+    try:
+        ep = torch.export.export(model, tuple(inputs), strict=False)
+    except Exception as e:  # data-dependent control flow, unsupported Python, ...
+        raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    return _convert(ep)
+
+
+def unknown_constants(graph: Graph) -> list[str]:
+    """Constant tensors whose values a meta-device capture could not see."""
+    return [v.name for v in graph.values.values() if v.kind == "const" and v.literal is None]
+
+
+def _dtype(t) -> str:
+    """`torch.float32` for tensors; `int`, `float`, `bool` for Python scalars."""
+    return str(t.dtype) if hasattr(t, "dtype") else type(t).__name__
+
+
+def _shape(t) -> list[int]:
+    return list(t.shape) if hasattr(t, "shape") else []
+
+
+def _convert(ep) -> Graph:
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    from .ops.aten import match
+
+    specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+    constants = getattr(ep, "constants", {})
+    values: dict[str, Value] = {}
+    nodes: list[Node] = []
+    inputs: list[str] = []
+    alias: dict[str, str] = {}  # getitem node name -> the value it selects
+    user_index = 0
+
+    def ref(a):
+        if isinstance(a, torch.fx.Node):
+            return {"value": alias.get(a.name, a.name)}
+        if isinstance(a, (list, tuple)):
+            return [ref(x) for x in a]
+        if isinstance(a, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+            return str(a)
+        if isinstance(a, (int, float, bool, str)) or a is None:
+            return a
+        raise CaptureError(f"unsupported argument {a!r}")
+
+    for n in ep.graph.nodes:
+        if n.op == "placeholder":
+            val = n.meta.get("val")
+            spec = specs.get(n.name)
+            kind = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer",
+                    InputKind.CONSTANT_TENSOR: "const"}.get(spec.kind if spec else None, "input")
+            v = Value(n.name, _shape(val), _dtype(val), kind, fqn=spec.target if spec and kind != "input" else None)
+            if kind == "input":
+                v.index = user_index
+                user_index += 1
+                inputs.append(n.name)
+            if kind == "const":
+                c = constants.get(spec.target)
+                if c is not None and c.numel() == 1 and not c.is_meta:
+                    v.literal = c.item()
+            values[n.name] = v
+        elif n.op == "call_function":
+            if n.target is operator.getitem:
+                parent, i = n.args
+                alias[n.name] = f"{parent.name}.{i}" if isinstance(parent.meta.get("val"), (tuple, list)) else parent.name
+                continue
+            val = n.meta.get("val")
+            if val is None:  # checks with no result (aten._assert_tensor_metadata): nothing to run
+                continue
+            outs = list(val) if isinstance(val, (tuple, list)) else [val]
+            names = [n.name] if len(outs) == 1 else [f"{n.name}.{i}" for i in range(len(outs))]
+            for name, o in zip(names, outs):
+                if o is not None and hasattr(o, "shape"):
+                    values[name] = Value(name, list(o.shape), _dtype(o), "node")
+            target = str(n.target)
+            node = Node(n.name, target, ref(list(n.args)), {k: ref(v) for k, v in n.kwargs.items()}, names,
+                        mutates=target.endswith("_.Tensor") or target.endswith("_.default"))
+            m = match(node, values)
+            if m is not None:
+                node.op, node.attrs = m
+            nodes.append(node)
+        elif n.op == "output":
+            # Buffer mutations (batch-norm statistics) come first; the user's outputs follow.
+            results = [alias.get(a.name, a.name) if isinstance(a, torch.fx.Node) else None for a in n.args[0]]
+            outputs = [r for r, s in zip(results, ep.graph_signature.output_specs)
+                       if s.kind.name == "USER_OUTPUT"]
+    if any(o is None for o in outputs):
+        raise CaptureError("the module returns something other than tensors")
+    return Graph(values, nodes, inputs, outputs)

@@ -1,0 +1,403 @@
+"""From aten operators (what `torch.export` produces) to the vocabulary.
+
+`match(node, values)` returns `(operator name, attrs)` for a captured node the vocabulary covers,
+with the attributes named as the operator names them, or None. Attribute values are whatever the
+traced program used (they need not lie in the sample spaces synthesis draws from).
+
+Arguments arrive as captured by `drtriton.capture`: tensors as `{"value": name}`, everything else
+as JSON literals, positionally as in the aten schema (kwargs merged by `_args`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+# aten reduction enum (at::Reduction)
+_REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _is_tensor(a) -> bool:
+    return isinstance(a, dict) and "value" in a
+
+
+def _args(node, names: list[str], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The node's arguments by schema name (positional first, then keywords, then defaults)."""
+    out = dict(defaults or {})
+    out.update(dict(zip(names, node.args)))
+    out.update(node.kwargs)
+    return out
+
+
+def _listify(v, n: int | None = None) -> tuple:
+    if v is None:
+        return ()
+    if isinstance(v, (list, tuple)):
+        t = tuple(v)
+    else:
+        t = (v,)
+    if n is not None and len(t) == 1 and n > 1:
+        t = t * n
+    return t
+
+
+def _shape(values, a) -> list[int]:
+    return values[a["value"]].shape
+
+
+# -- elementwise ------------------------------------------------------------------------------
+
+_UNARY = {
+    "aten.relu.default": "relu", "aten.sigmoid.default": "sigmoid", "aten.tanh.default": "tanh",
+    "aten.silu.default": "silu", "aten.mish.default": "mish", "aten.hardswish.default": "hardswish",
+    "aten.hardsigmoid.default": "hardsigmoid", "aten.selu.default": "selu", "aten.abs.default": "abs",
+}
+
+
+def _unary(name: str) -> Callable:
+    def m(node, values):
+        return (name, {}) if _is_tensor(node.args[0]) else None
+    return m
+
+
+def _gelu(node, values):
+    a = _args(node, ["input", "approximate"], {"approximate": "none"})
+    return "gelu", {"approximate": a["approximate"]}
+
+
+def _leaky_relu(node, values):
+    a = _args(node, ["input", "negative_slope"], {"negative_slope": 0.01})
+    return "leaky_relu", {"negative_slope": float(a["negative_slope"])}
+
+
+def _elu(node, values):
+    a = _args(node, ["input", "alpha", "scale", "input_scale"], {"alpha": 1.0, "scale": 1, "input_scale": 1})
+    if a["scale"] != 1 or a["input_scale"] != 1:
+        return None
+    return "elu", {"alpha": float(a["alpha"])}
+
+
+def _softplus(node, values):
+    a = _args(node, ["input", "beta", "threshold"], {"beta": 1.0, "threshold": 20.0})
+    return "softplus", {"beta": float(a["beta"]), "threshold": float(a["threshold"])}
+
+
+def _hardtanh(node, values):
+    a = _args(node, ["input", "min_val", "max_val"], {"min_val": -1.0, "max_val": 1.0})
+    return "hardtanh", {"min_val": float(a["min_val"]), "max_val": float(a["max_val"])}
+
+
+def _clamp(node, values):
+    a = _args(node, ["input", "min", "max"], {"min": None, "max": None})
+    if _is_tensor(a["min"]) or _is_tensor(a["max"]):
+        return None
+    lo = float("-inf") if a["min"] is None else float(a["min"])
+    hi = float("inf") if a["max"] is None else float(a["max"])
+    return "clamp", {"min": lo, "max": hi}
+
+
+def _pow(node, values):
+    a = _args(node, ["input", "exponent"])
+    if not isinstance(a["exponent"], (int, float)):
+        return None
+    return "pow", {"exponent": a["exponent"]}
+
+
+def _arith(tensor_op: str, scalar_op: str | None, sign: float = 1.0):
+    """add/sub/mul/div with a tensor (broadcasting) or with a number."""
+    def m(node, values):
+        a = _args(node, ["input", "other", "alpha"], {"alpha": 1})
+        x, y = a["input"], a["other"]
+        if not _is_tensor(x):
+            return None
+        if a.get("alpha", 1) != 1:
+            return None
+        if _is_tensor(y):
+            return tensor_op, {}
+        if isinstance(y, (int, float)) and scalar_op:
+            return scalar_op, {"value": sign * float(y)}
+        return None
+    return m
+
+
+def _minmax_tensor(name: str):
+    def m(node, values):
+        return (name, {}) if _is_tensor(node.args[0]) and _is_tensor(node.args[1]) else None
+    return m
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+
+def _linear(node, values):
+    a = _args(node, ["input", "weight", "bias"], {"bias": None})
+    w = _shape(values, a["weight"])
+    return "linear", {"bias": a["bias"] is not None, "out_features": w[0]}
+
+
+def _sdpa(node, values):
+    a = _args(node, ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"],
+              {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None})
+    if a["attn_mask"] is not None or a["dropout_p"] or a["scale"] is not None:
+        return None
+    return "scaled_dot_product_attention", {"is_causal": bool(a["is_causal"])}
+
+
+# -- convolution and pooling ------------------------------------------------------------------
+
+def _conv(name: str, n: int, transposed: bool):
+    names = (["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
+             if transposed else ["input", "weight", "bias", "stride", "padding", "dilation", "groups"])
+
+    def m(node, values):
+        a = _args(node, names, {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1,
+                                "output_padding": 0})
+        if isinstance(a["padding"], str):  # "same"/"valid": leave to PyTorch
+            return None
+        w = _shape(values, a["weight"])
+        groups = int(a["groups"])
+        attrs = {
+            "kernel_size": tuple(w[2:]), "stride": _listify(a["stride"], n),
+            "padding": _listify(a["padding"], n), "dilation": _listify(a["dilation"], n),
+            "groups": groups, "bias": a["bias"] is not None,
+            "out_channels": w[1] * groups if transposed else w[0],
+        }
+        if transposed:
+            attrs["output_padding"] = _listify(a["output_padding"], n)
+        return name, attrs
+    return m
+
+
+def _max_pool(name: str, n: int):
+    def m(node, values):
+        a = _args(node, ["input", "kernel_size", "stride", "padding", "dilation", "ceil_mode"],
+                  {"stride": [], "padding": 0, "dilation": 1, "ceil_mode": False})
+        k = _listify(a["kernel_size"], n)
+        return name, {"kernel_size": k, "stride": _listify(a["stride"], n) or k,
+                      "padding": _listify(a["padding"], n), "dilation": _listify(a["dilation"], n),
+                      "ceil_mode": bool(a["ceil_mode"])}
+    return m
+
+
+def _avg_pool(name: str, n: int):
+    def m(node, values):
+        a = _args(node, ["input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                         "divisor_override"],
+                  {"stride": [], "padding": 0, "ceil_mode": False, "count_include_pad": True,
+                   "divisor_override": None})
+        if a["divisor_override"] is not None:
+            return None
+        k = _listify(a["kernel_size"], n)
+        return name, {"kernel_size": k, "stride": _listify(a["stride"], n) or k,
+                      "padding": _listify(a["padding"], n), "ceil_mode": bool(a["ceil_mode"]),
+                      "count_include_pad": bool(a["count_include_pad"])}
+    return m
+
+
+def _adaptive_avg(name: str, n: int):
+    def m(node, values):
+        a = _args(node, ["input", "output_size"])
+        return name, {"output_size": _listify(a["output_size"], n)}
+    return m
+
+
+# -- normalisation ----------------------------------------------------------------------------
+
+def _batch_norm(node, values):
+    a = _args(node, ["input", "weight", "bias", "running_mean", "running_var", "training", "momentum",
+                     "eps", "cudnn_enabled"], {"weight": None, "bias": None, "momentum": 0.1, "eps": 1e-5})
+    return "batch_norm", {"training": bool(a["training"]), "eps": float(a["eps"]),
+                          "affine": a["weight"] is not None, "momentum": a["momentum"],
+                          "running_stats": a["running_mean"] is not None}
+
+
+def _instance_norm(node, values):
+    a = _args(node, ["input", "weight", "bias", "running_mean", "running_var", "use_input_stats",
+                     "momentum", "eps", "cudnn_enabled"], {"weight": None, "bias": None, "eps": 1e-5})
+    if not a["use_input_stats"]:
+        return None
+    return "instance_norm", {"eps": float(a["eps"]), "affine": a["weight"] is not None}
+
+
+def _group_norm(node, values):
+    a = _args(node, ["input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"],
+              {"weight": None, "bias": None, "eps": 1e-5})
+    return "group_norm", {"num_groups": int(a["num_groups"]), "eps": float(a["eps"]),
+                          "affine": a["weight"] is not None}
+
+
+def _layer_norm(node, values):
+    a = _args(node, ["input", "normalized_shape", "weight", "bias", "eps", "cudnn_enable"],
+              {"weight": None, "bias": None, "eps": 1e-5})
+    return "layer_norm", {"normalized_dims": len(_listify(a["normalized_shape"])), "eps": float(a["eps"]),
+                          "affine": a["weight"] is not None, "has_bias": a["bias"] is not None}
+
+
+def _rms_norm(node, values):
+    a = _args(node, ["input", "normalized_shape", "weight", "eps"], {"weight": None, "eps": None})
+    return "rms_norm", {"normalized_dims": len(_listify(a["normalized_shape"])), "eps": a["eps"],
+                        "affine": a["weight"] is not None}
+
+
+def _softmax(name: str):
+    def m(node, values):
+        a = _args(node, ["input", "dim", "dtype"], {"dtype": None})
+        if a["dtype"] is not None:
+            return None
+        rank = len(_shape(values, a["input"]))
+        return name, {"dim": int(a["dim"]) % max(rank, 1)}
+    return m
+
+
+# -- reductions and scans ---------------------------------------------------------------------
+
+def _dims(a, values) -> tuple[int, ...] | None:
+    rank = len(_shape(values, a["input"]))
+    dim = a.get("dim")
+    if dim is None or dim == []:
+        return tuple(range(rank))
+    return tuple(sorted({int(d) % max(rank, 1) for d in _listify(dim)}))
+
+
+def _reduce(name: str, single_axis: bool = False):
+    def m(node, values):
+        a = _args(node, ["input", "dim", "keepdim", "dtype"], {"dim": None, "keepdim": False, "dtype": None})
+        if a.get("dtype") is not None:
+            return None
+        dims = _dims(a, values)
+        if single_axis and a["dim"] is None:
+            return None
+        return name, {"dim": dims[0] if single_axis else dims, "keepdim": bool(a["keepdim"])}
+    return m
+
+
+def _vector_norm(node, values):
+    a = _args(node, ["input", "ord", "dim", "keepdim", "dtype"], {"ord": 2, "dim": None, "keepdim": False,
+                                                                  "dtype": None})
+    if a["ord"] not in (1, 2, 1.0, 2.0) or a["dtype"] is not None:
+        return None
+    return "norm", {"p": int(a["ord"]), "dim": _dims(a, values), "keepdim": bool(a["keepdim"])}
+
+
+def _scan(name: str):
+    def m(node, values):
+        a = _args(node, ["input", "dim", "dtype"], {"dtype": None})
+        if a["dtype"] is not None:
+            return None
+        return name, {"dim": int(a["dim"]) % max(len(_shape(values, a["input"])), 1)}
+    return m
+
+
+# -- losses -----------------------------------------------------------------------------------
+
+def _pointwise_loss(name: str, extra: list[str], defaults: dict):
+    def m(node, values):
+        a = _args(node, ["input", "target", "reduction"] + extra, {"reduction": 1, **defaults})
+        if _shape(values, a["input"]) != _shape(values, a["target"]):
+            return None
+        attrs = {"reduction": _REDUCTION[int(a["reduction"])]}
+        attrs.update({k: a[k] for k in extra})
+        return name, attrs
+    return m
+
+
+def _kl_div(node, values):
+    a = _args(node, ["input", "target", "reduction", "log_target"], {"reduction": 1, "log_target": False})
+    if a["log_target"]:
+        return None
+    return "kl_div", {"reduction": _REDUCTION[int(a["reduction"])]}
+
+
+def _cross_entropy(node, values):
+    a = _args(node, ["input", "target", "weight", "reduction", "ignore_index", "label_smoothing"],
+              {"weight": None, "reduction": 1, "ignore_index": -100, "label_smoothing": 0.0})
+    if a["weight"] is not None or a["label_smoothing"]:
+        return None
+    return "cross_entropy", {"reduction": _REDUCTION[int(a["reduction"])], "ignore_index": int(a["ignore_index"])}
+
+
+def _triplet(node, values):
+    a = _args(node, ["anchor", "positive", "negative", "margin", "p", "eps", "swap", "reduction"],
+              {"margin": 1.0, "p": 2.0, "eps": 1e-6, "swap": False, "reduction": 1})
+    if a["p"] != 2 or a["swap"]:
+        return None
+    return "triplet_margin_loss", {"margin": float(a["margin"]), "eps": float(a["eps"]),
+                                   "reduction": _REDUCTION[int(a["reduction"])]}
+
+
+MATCHERS: dict[str, Callable] = {
+    **{target: _unary(name) for target, name in _UNARY.items()},
+    "aten.gelu.default": _gelu,
+    "aten.leaky_relu.default": _leaky_relu,
+    "aten.elu.default": _elu,
+    "aten.softplus.default": _softplus,
+    "aten.hardtanh.default": _hardtanh,
+    "aten.clamp.default": _clamp,
+    "aten.pow.Tensor_Scalar": _pow,
+    "aten.add.Tensor": _arith("add", "add_scalar"),
+    "aten.sub.Tensor": _arith("sub", "add_scalar", sign=-1.0),
+    "aten.mul.Tensor": _arith("mul", "mul_scalar"),
+    "aten.multiply.Tensor": _arith("mul", "mul_scalar"),
+    "aten.div.Tensor": _arith("div", "div_scalar"),
+    "aten.maximum.default": _minmax_tensor("maximum"),
+    "aten.minimum.default": _minmax_tensor("minimum"),
+    "aten.max.other": _minmax_tensor("maximum"),
+    "aten.min.other": _minmax_tensor("minimum"),
+    "aten.matmul.default": lambda n, v: ("matmul", {}),
+    "aten.mm.default": lambda n, v: ("matmul", {}),
+    "aten.bmm.default": lambda n, v: ("bmm", {}),
+    "aten.linear.default": _linear,
+    "aten.scaled_dot_product_attention.default": _sdpa,
+    "aten.conv1d.default": _conv("conv1d", 1, False),
+    "aten.conv2d.default": _conv("conv2d", 2, False),
+    "aten.conv3d.default": _conv("conv3d", 3, False),
+    "aten.conv_transpose1d.default": _conv("conv_transpose1d", 1, True),
+    "aten.conv_transpose2d.input": _conv("conv_transpose2d", 2, True),
+    "aten.conv_transpose3d.input": _conv("conv_transpose3d", 3, True),
+    "aten.max_pool1d.default": _max_pool("max_pool1d", 1),
+    "aten.max_pool2d.default": _max_pool("max_pool2d", 2),
+    "aten.max_pool3d.default": _max_pool("max_pool3d", 3),
+    "aten.avg_pool1d.default": _avg_pool("avg_pool1d", 1),
+    "aten.avg_pool2d.default": _avg_pool("avg_pool2d", 2),
+    "aten.avg_pool3d.default": _avg_pool("avg_pool3d", 3),
+    "aten.adaptive_avg_pool2d.default": _adaptive_avg("adaptive_avg_pool2d", 2),
+    "aten.adaptive_avg_pool3d.default": _adaptive_avg("adaptive_avg_pool3d", 3),
+    "aten.batch_norm.default": _batch_norm,
+    "aten.instance_norm.default": _instance_norm,
+    "aten.group_norm.default": _group_norm,
+    "aten.layer_norm.default": _layer_norm,
+    "aten.rms_norm.default": _rms_norm,
+    "aten.softmax.int": _softmax("softmax"),
+    "aten._softmax.default": _softmax("softmax"),
+    "aten.log_softmax.int": _softmax("log_softmax"),
+    "aten.sum.dim_IntList": _reduce("sum"),
+    "aten.sum.default": _reduce("sum"),
+    "aten.mean.dim": _reduce("mean"),
+    "aten.mean.default": _reduce("mean"),
+    "aten.amax.default": _reduce("max"),
+    "aten.amin.default": _reduce("min"),
+    "aten.max.dim": _reduce("max", single_axis=True),
+    "aten.min.dim": _reduce("min", single_axis=True),
+    "aten.prod.dim_int": _reduce("prod", single_axis=True),
+    "aten.argmax.default": _reduce("argmax", single_axis=True),
+    "aten.argmin.default": _reduce("argmin", single_axis=True),
+    "aten.logsumexp.default": _reduce("logsumexp"),
+    "aten.linalg_vector_norm.default": _vector_norm,
+    "aten.cumsum.default": _scan("cumsum"),
+    "aten.cumprod.default": _scan("cumprod"),
+    "aten.mse_loss.default": _pointwise_loss("mse_loss", [], {}),
+    "aten.smooth_l1_loss.default": _pointwise_loss("smooth_l1_loss", ["beta"], {"beta": 1.0}),
+    "aten.huber_loss.default": None,  # huber differs from smooth-l1 by a factor: leave to PyTorch
+    "aten.kl_div.default": _kl_div,
+    "aten.cross_entropy_loss.default": _cross_entropy,
+    "aten.triplet_margin_loss.default": _triplet,
+}
+
+
+def match(node, values) -> tuple[str, dict] | None:
+    """The vocabulary operator and attributes for a captured node, or None."""
+    matcher = MATCHERS.get(node.target)
+    if matcher is None:
+        return None
+    try:
+        return matcher(node, values)
+    except (KeyError, TypeError, ValueError, IndexError):  # an argument form we do not model
+        return None

@@ -1,0 +1,1 @@
+"""The built-in generation policy: Triton from templates (see builtin.py)."""

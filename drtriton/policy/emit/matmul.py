@@ -1,0 +1,139 @@
+"""Matrix products (`matmul`, `bmm`, `linear`) with `tl.dot` and a fused epilogue.
+
+One program computes a BM x BN tile of the output for one batch entry, looping over K in BK
+steps; tiles are ordered in groups of GROUP_M rows so neighbours share panels of A and B in L2.
+fp32 stays fp32: `tl.dot` runs with input_precision "ieee", or "tf32x3" (three TF32 products
+that recover fp32 accuracy on the tensor cores) as a faster variant. The epilogue (bias,
+activations, residual adds...) runs on the accumulator tile before the single store.
+"""
+
+from __future__ import annotations
+
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import Emitted, Names, Unsupported
+
+# Launch configurations the autotuner chooses from on the GPU (the first is used on the CPU).
+TILES = [
+    {"BM": 64, "BN": 64, "BK": 32, "num_warps": 4, "num_stages": 3},
+    {"BM": 128, "BN": 128, "BK": 32, "num_warps": 8, "num_stages": 3},
+    {"BM": 128, "BN": 64, "BK": 32, "num_warps": 4, "num_stages": 4},
+    {"BM": 64, "BN": 128, "BK": 32, "num_warps": 4, "num_stages": 4},
+    {"BM": 32, "BN": 64, "BK": 64, "num_warps": 4, "num_stages": 3},
+]
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    """Variants: the dot precision; the autotuner picks the tile on the GPU."""
+    return [{"precision": "ieee"}, {"precision": "tf32x3"}]
+
+
+def _operands(program: Program, frag: Fragment):
+    """(a, b, bias, a_shape, b_shape, b_transposed) of the anchor, normalised to a batched
+    product out[z] = a[z] @ b[z] (+ bias), with broadcast batch dims folded by strides."""
+    node = frag.anchor
+    ins = program.inputs_of(node)
+    if node.op == "linear":
+        a, w = ins[0], ins[1]
+        bias = ins[2] if len(ins) > 2 else None
+        return a, w, bias, True
+    if node.op in ("matmul", "bmm"):
+        return ins[0], ins[1], None, False
+    raise Unsupported(node.op)
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    a, b, bias, b_t = _operands(program, frag)
+    sa, sb = program.values[a].shape, program.values[b].shape
+    out = node.outputs[0]
+    so = program.values[out].shape
+    if len(sa) < 2 or len(sb) < 1 or len(sb) > 3 or (node.op == "linear" and len(sb) != 2):
+        raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
+    if len(sb) == 1 or (len(sa) > 3 and len(sb) > 2):
+        raise Unsupported("vector or high-rank batched operands")
+    if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
+        raise Unsupported("non-fp32 matmul")
+    batched_b = len(sb) == 3
+    # the epilogue runs on the (..., M, N) output; rows of a fold their leading dims into M
+    epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"a_ptr", "b_ptr", "bias_ptr"})
+    inside = {n.name for n in frag.nodes}
+    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
+    if any(program.values[o].shape != so for o in stores):
+        raise Unsupported("epilogue changes the shape")
+    name = names.kernel(frag.label)
+    prec = config["precision"]
+    outs = [program.expr(o) for o in stores]
+    rank = len(so)
+    sizes = [f"size{d}" for d in range(1, rank)]
+    # tile coordinates -> flat offset in the contiguous output: batch z, row m, column n
+    space = IndexSpace(rank, "c_offs", "c_mask", sizes)
+    env = {out: "acc"}
+    epi_lines = epi.emit(space, env)
+    result_of = {o: env[o] for o in stores}
+
+    params = (["a_ptr", "b_ptr"] + (["bias_ptr"] if bias else []) + epi.params() + [f"{o}_out" for o in outs]
+              + ["M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", "stride_bk", "stride_bn"] + sizes)
+    tiles = TILES if device == "cuda" else TILES[:1]
+    decorator = ["@triton.autotune(", "    configs=["]
+    for t in tiles:
+        meta = ", ".join(f'"{k}": {v}' for k, v in t.items() if k not in ("num_warps", "num_stages"))
+        decorator.append(f"        triton.Config({{{meta}, \"GROUP_M\": 8}}, num_warps={t['num_warps']}, "
+                         f"num_stages={t['num_stages']}),")
+    decorator += ["    ],", '    key=["M", "N", "K"],', ")"]
+    kernel = decorator + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
+        "GROUP_M: tl.constexpr):",
+        f"    # {frag.label}: out[z] = a[z] @ b[z]{' + bias' if bias else ''}, then the epilogue, one store",
+        "    pid = tl.program_id(0)",
+        "    z = tl.program_id(1).to(tl.int64)",
+        "    num_m = tl.cdiv(M, BM)",
+        "    num_n = tl.cdiv(N, BN)",
+        "    group = GROUP_M * num_n",
+        "    first_m = (pid // group) * GROUP_M",
+        "    size_m = min(num_m - first_m, GROUP_M)",
+        "    pid_m = first_m + (pid % group) % size_m",
+        "    pid_n = (pid % group) // size_m",
+        "    rm = pid_m * BM + tl.arange(0, BM)",
+        "    rn = pid_n * BN + tl.arange(0, BN)",
+        "    rk = tl.arange(0, BK)",
+        "    a_rows = a_ptr + z * stride_az + rm[:, None] * stride_am",
+        "    b_cols = b_ptr + z * stride_bz + rn[None, :] * stride_bn",
+        "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
+        "    for k0 in range(0, K, BK):",
+        "        k = k0 + rk",
+        "        a = tl.load(a_rows + k[None, :] * stride_ak, mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)",
+        "        b = tl.load(b_cols + k[:, None] * stride_bk, mask=(k[:, None] < K) & (rn[None, :] < N), other=0.0)",
+        f'        acc += tl.dot(a, b, input_precision="{prec}")',
+        *(["    acc += tl.load(bias_ptr + rn, mask=rn < N, other=0.0)[None, :]"] if bias else []),
+        "    c_mask = (rm[:, None] < M) & (rn[None, :] < N)",
+        "    c_offs = z * M * N + rm[:, None].to(tl.int64) * N + rn[None, :]",
+        *(f"    {line}" for line in epi_lines),
+        *(f"    tl.store({o}_out + c_offs, {result_of[v]}, mask=c_mask)" for o, v in zip(outs, stores)),
+    ]
+
+    ea, eb = program.expr(a), program.expr(b)
+    lines = [f"# {frag.label}: Triton, tl.dot ({prec}){' with a fused epilogue' if frag.epilogue else ''}"]
+    if batched_b:  # (Z, M, K) @ (Z, K, N)
+        lines += [f"_a = {ea}", "_Z, _M, _K = _a.shape", f"_N = {eb}.shape[-1]",
+                  "_saz, _sam, _sak = _a.stride()", f"_sbz, _sbk, _sbn = {eb}.stride()"]
+    else:  # (..., M, K) @ (K, N): the leading dims of a fold into M
+        lines += [f"_a = {ea}.reshape(-1, {ea}.shape[-1])", "_M, _K = _a.shape", "_Z, _saz = 1, 0",
+                  "_sam, _sak = _a.stride()"]
+        if b_t:  # nn.Linear keeps W as (N, K): read it transposed through its strides
+            lines += [f"_N = {eb}.shape[0]", f"_sbz, _sbn, _sbk = 0, *{eb}.stride()"]
+        else:
+            lines += [f"_N = {eb}.shape[-1]", f"_sbz, _sbk, _sbn = 0, *{eb}.stride()"]
+    shape_src = f"(*{ea}.shape[:-1], _N)"
+    for o in outs:
+        lines.append(f"{o} = torch.empty({shape_src}, device={ea}.device, dtype=torch.float32)")
+    prelude, args = epi.launch_args(outs[0])
+    lines += prelude
+    call = ["_a", eb] + ([program.expr(bias)] if bias else []) + args + outs + \
+           ["_M", "_N", "_K", "_saz", "_sam", "_sak", "_sbz", "_sbk", "_sbn"]
+    if rank > 1:
+        call.append(f"*{outs[0]}.shape[1:]")
+    lines.append("_grid = lambda meta: (triton.cdiv(_M, meta['BM']) * triton.cdiv(_N, meta['BN']), _Z)")
+    lines.append(f"{name}[_grid]({', '.join(call)})")
+    return Emitted(["\n".join(kernel)], lines)

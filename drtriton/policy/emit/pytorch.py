@@ -1,0 +1,39 @@
+"""A fragment left to PyTorch: the captured aten call, rendered as it was traced.
+
+Used for views (allowed in strict mode: they compute nothing) and, in mixed mode, for operators
+no emitter handles or where PyTorch's library kernel is the better choice (convolutions).
+"""
+
+from __future__ import annotations
+
+from ..program import Fragment, Program
+from . import Emitted
+
+
+def render_arg(program: Program, a) -> str:
+    if isinstance(a, dict) and "value" in a:
+        return program.expr(a["value"])
+    if isinstance(a, list):
+        return "[" + ", ".join(render_arg(program, x) for x in a) + "]"
+    if isinstance(a, str) and a.startswith("torch."):
+        return a  # dtypes, devices, memory formats
+    if isinstance(a, float) and a in (float("inf"), float("-inf")):
+        return 'float("inf")' if a > 0 else 'float("-inf")'
+    return repr(a)
+
+
+def call(program: Program, node) -> str:
+    target = node.target  # e.g. aten.conv2d.default
+    args = [render_arg(program, a) for a in node.args]
+    args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items()]
+    return f"torch.ops.{target}({', '.join(args)})"
+
+
+def emit(program: Program, frag: Fragment, config: dict | None = None, names=None) -> Emitted:
+    lines = []
+    for node in frag.nodes:
+        outs = ", ".join(program.expr(o) for o in node.outputs)
+        if len(node.outputs) > 1:
+            outs += ","
+        lines.append(f"{outs} = {call(program, node)}")
+    return Emitted([], lines, pytorch_compute=frag.kind != "view")

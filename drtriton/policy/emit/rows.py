@@ -1,0 +1,351 @@
+"""Reductions, softmax and normalisations: everything that reads along one block of axes.
+
+The anchor's input X (contiguous) is viewed as (O, R, I): O the axes before the reduced block,
+R the reduced block, I the axes after it. A program owns one o and a strip of BLOCK_I columns of
+I, and loops over R in BLOCK_R steps (coalesced along I when I > 1, along R when I == 1). A
+fused prologue computes X from its operands as it is loaded; a fused epilogue runs on the
+result before the one store.
+
+- reductions (sum, mean, max, min, prod, argmax, argmin, logsumexp, norm): one pass over R.
+- softmax / log_softmax: an online max-and-sum pass, then a writing pass.
+- layer/rms/group/instance norm: a mean pass, a variance pass (exact two-pass statistics), then
+  a writing pass with the affine parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import Emitted, Names, Unsupported
+
+REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm"}
+SOFTMAXES = {"softmax", "log_softmax"}
+NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
+
+_NEUTRAL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
+            "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0"}
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    return [{}]
+
+
+def _block_axes(op: str, attrs: dict, rank: int) -> tuple[int, int]:
+    """First and last reduced axis (they must be contiguous)."""
+    if op in REDUCTIONS:
+        dims = attrs["dim"]
+        dims = sorted(dims) if isinstance(dims, (list, tuple)) else [dims]
+    elif op in SOFTMAXES:
+        dims = [attrs["dim"]]
+    elif op in ("layer_norm", "rms_norm"):
+        dims = list(range(rank - attrs["normalized_dims"], rank))
+    elif op in ("group_norm", "instance_norm"):
+        dims = list(range(1, rank))  # per sample (group_norm splits C into groups below)
+    else:
+        raise Unsupported(op)
+    if not dims or dims != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported(f"{op} over non-adjacent axes {dims}")
+    return dims[0], dims[-1]
+
+
+def _prod(xs) -> int:
+    return math.prod(xs) if xs else 1
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    op = node.op
+    if op not in REDUCTIONS | SOFTMAXES | NORMS:
+        raise Unsupported(op)
+    ins = program.inputs_of(node)
+    x = ins[0]
+    xs = list(program.values[x].shape)
+    if not xs:
+        raise Unsupported("a scalar input")
+    if program.values[x].dtype != "torch.float32":
+        raise Unsupported("non-fp32 input")
+    if op in ("max", "min") and len(node.outputs) > 1 and program.used_outside(node.outputs[1], {node.name}):
+        raise Unsupported("the indices of max/min are used")
+    rank = len(xs)
+    first, last = _block_axes(op, node.attrs, rank)
+    if op == "instance_norm":
+        first = 2  # per (sample, channel)
+    O, R, I = _prod(xs[:first]), _prod(xs[first:last + 1]), _prod(xs[last + 1:])
+    groups = node.attrs.get("num_groups", 1) if op == "group_norm" else 1
+    if op == "group_norm":  # rows of (n, g): C/G channels x spatial, contiguous
+        O, R, I = xs[0] * groups, _prod(xs[1:]) // groups, 1
+
+    out = node.outputs[0]
+    out_shape = list(program.values[out].shape)
+    full_out = op in SOFTMAXES | NORMS  # the output has X's shape
+    inside = {n.name for n in frag.nodes}
+    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
+    if any(list(program.values[o].shape) != out_shape for o in stores):
+        raise Unsupported("stored values of different shapes")
+    # prologue: computes X from loaded operands, per element of X
+    pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr", "w_ptr", "b_ptr"})
+    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out},
+                         reserved={"x_ptr", "w_ptr", "b_ptr"} | {f"{p}" for p in pro.params()})
+    name = names.kernel(frag.label)
+    outs = [program.expr(o) for o in stores]
+
+    x_sizes = [f"xsize{d}" for d in range(1, rank)]
+    o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
+    params = (["x_ptr"] if not frag.prologue else pro.params())
+    affine = op in NORMS and node.attrs.get("affine")
+    has_bias = affine and (op != "layer_norm" or node.attrs.get("has_bias", True)) and op != "rms_norm"
+    if affine:
+        params += ["w_ptr"] + (["b_ptr"] if has_bias else [])
+    params += epi.params() + [f"{o}_out" for o in outs] + ["R", "I"] + x_sizes + o_sizes
+    if op in NORMS:
+        params += ["eps", "G", "C_per_group", "spatial"]
+
+    body = []
+
+    def load_x(indent: str) -> list[str]:
+        lines = ["x_offs = base + r[:, None].to(tl.int64) * I + cols[None, :]",
+                 "x_mask = (r[:, None] < R) & col_mask[None, :]"]
+        if frag.prologue:
+            env = {}
+            lines += pro.emit(IndexSpace(rank, "x_offs", "x_mask", x_sizes), env)
+            lines.append(f"xv = {env[x]}")
+        else:
+            lines.append("xv = tl.load(x_ptr + x_offs, mask=x_mask, other=0.0)")
+        return [indent + line for line in lines]
+
+    body += [
+        "o = tl.program_id(0).to(tl.int64)",
+        "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
+        "col_mask = cols < I",
+        "base = o * R * I",
+    ]
+    acc_shape = "(BLOCK_R, BLOCK_I)"
+    if op in REDUCTIONS:
+        neutral = _NEUTRAL[op]
+        init = {"sum": "0.0", "mean": "0.0", "norm": "0.0", "prod": "1.0"}.get(op, neutral)
+        body.append(f"acc = tl.full({acc_shape}, {init}, tl.float32)")
+        if op in ("argmax", "argmin"):
+            body.append("acc_i = tl.zeros((BLOCK_R, BLOCK_I), tl.int64)")
+        if op == "logsumexp":
+            body.append("run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)")
+            body.append("run_sum = tl.zeros((BLOCK_I,), tl.float32)")
+        body.append("for r0 in range(0, R, BLOCK_R):")
+        body.append("    r = r0 + tl.arange(0, BLOCK_R)")
+        body += load_x("    ")
+        body.append(f"    xv = tl.where(x_mask, xv, {neutral})")
+        if op in ("sum", "mean"):
+            body.append("    acc += xv")
+        elif op == "norm":
+            body.append("    acc += tl.abs(xv)" if node.attrs["p"] == 1 else "    acc += xv * xv")
+        elif op == "prod":
+            body.append("    acc *= xv")
+        elif op == "max":
+            body.append("    acc = tl.maximum(acc, xv)")
+        elif op == "min":
+            body.append("    acc = tl.minimum(acc, xv)")
+        elif op in ("argmax", "argmin"):
+            cmp = ">" if op == "argmax" else "<"
+            # strict comparison keeps the first occurrence, as PyTorch does
+            body.append(f"    better = xv {cmp} acc")
+            body.append("    acc_i = tl.where(better, r[:, None] + tl.zeros_like(acc_i), acc_i)")
+            body.append("    acc = tl.where(better, xv, acc)")
+        elif op == "logsumexp":
+            body.append("    new_max = tl.maximum(run_max, tl.max(xv, axis=0))")
+            body.append("    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)")
+            body.append("    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)")
+            body.append("    run_max = new_max")
+        if op in ("sum", "mean", "norm"):
+            body.append("res = tl.sum(acc, axis=0)")
+            if op == "mean":
+                body.append("res = res / R")
+            if op == "norm" and node.attrs["p"] == 2:
+                body.append("res = tl.sqrt(res)")
+        elif op == "prod":
+            body.append("res = tl.reduce(acc, 0, _mul)")
+        elif op in ("max", "min"):
+            body.append(f"res = tl.{op}(acc, axis=0)")
+        elif op in ("argmax", "argmin"):
+            fn = "max" if op == "argmax" else "min"
+            body.append(f"best = tl.{fn}(acc, axis=0)")
+            body.append("cand = tl.where(acc == best[None, :], acc_i, R)")
+            body.append("res = tl.min(cand, axis=0)")
+        elif op == "logsumexp":
+            body.append("safe = tl.where(run_max == float(\"-inf\"), 0.0, run_max)")
+            body.append("res = safe + tl.log(run_sum)")
+        # epilogue on the reduced values; output flat offset = o * I + col
+        env = {out: "res"}
+        o_space = IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes)
+        body.append("out_offs = o * I + cols")
+        body += epi.emit(o_space, env)
+        for o_name, v in zip(outs, stores):
+            body.append(f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)")
+    else:
+        body += _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank)
+
+    helpers = []
+    if op == "prod":
+        helpers = ["@triton.jit", "def _mul(a, b):", "    return a * b"]
+    block_r = 64 if I > 1 else 1024
+    block_i = min(64, _pow2(I)) if I > 1 else 1
+    kernel = [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
+        f"    # {frag.label}: X viewed as (O, R, I) = ({O}, {R}, {I}) at capture; a program per (o, strip of I)",
+        *(f"    {line}" for line in body),
+    ]
+    kernels = (["\n".join(helpers)] if helpers else []) + ["\n".join(kernel)]
+
+    # launcher
+    ex = program.expr(x)
+    lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}"]
+    if frag.prologue:  # X is computed on the fly from the prologue's operands
+        shapes = ", ".join(f"{program.expr(v)}.shape" for v in pro.operands)
+        lines.append(f"_xs = torch.broadcast_shapes({shapes})")
+        device = f"{program.expr(pro.operands[0])}.device"
+    else:
+        lines.append(f"_x = {ex}.contiguous()")
+        lines.append("_xs = _x.shape")
+        device = "_x.device"
+    lines.append(f"_O, _R, _I = {_launch_dims(op, first, last, groups)}")
+    dtype = "torch.int64" if op in ("argmax", "argmin") else "torch.float32"
+    out_src = _out_shape_source(op, node, first, last, rank)
+    for o_name in outs:
+        lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={dtype})")
+    if frag.prologue:
+        pre, args = _prologue_args(program, pro, "_xs")
+        lines += pre
+    else:
+        args = ["_x"]
+    if affine:
+        args.append(program.expr(ins[1]))
+        if has_bias:
+            args.append(program.expr(ins[2]))
+    pre, a = epi.launch_args(outs[0])
+    lines += pre
+    args += a + outs + ["_R", "_I", "*_xs[1:]"]
+    if len(out_shape) > 1:
+        args.append(f"*{outs[0]}.shape[1:]")
+    if op in NORMS:
+        lines.append(f"_spatial = {_spatial_source(op, rank)}")
+        args += [repr(_eps(node)), _groups_source(op, groups), _c_per_group(op, groups), "_spatial"]
+    lines.append(f"_BI = {block_i} if _I > 1 else 1")
+    lines.append(f"{name}[(_O, triton.cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
+    return Emitted(kernels, lines)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _eps(node) -> float:
+    eps = node.attrs.get("eps")
+    return 1.1920928955078125e-07 if eps is None else float(eps)  # rms_norm's default: finfo.eps
+
+
+def _groups_source(op: str, groups: int) -> str:
+    """G: rows per sample (groups, or channels for instance norm)."""
+    return str(groups) if op == "group_norm" else ("_xs[1]" if op == "instance_norm" else "1")
+
+
+def _c_per_group(op: str, groups: int) -> str:
+    return f"_xs[1] // {groups}" if op == "group_norm" else "1"
+
+
+def _spatial_source(op: str, rank: int) -> str:
+    if op in ("group_norm", "instance_norm"):
+        return "math.prod(_xs[2:])" if rank > 2 else "1"
+    return "1"
+
+
+def _launch_dims(op: str, first: int, last: int, groups: int) -> str:
+    if op == "group_norm":
+        return f"_xs[0] * {groups}, math.prod(_xs[1:]) // {groups}, 1"
+    return f"math.prod(_xs[:{first}]), math.prod(_xs[{first}:{last + 1}]), math.prod(_xs[{last + 1}:])"
+
+
+def _out_shape_source(op: str, node, first: int, last: int, rank: int) -> str:
+    if op in SOFTMAXES | NORMS:
+        return "_xs"
+    if node.attrs.get("keepdim"):
+        return f"(*_xs[:{first}], {', '.join('1' for _ in range(first, last + 1))}, *_xs[{last + 1}:])"
+    return f"(*_xs[:{first}], *_xs[{last + 1}:])"
+
+
+def _prologue_args(program: Program, pro: PointwiseBlock, shape: str) -> tuple[list[str], list[str]]:
+    prelude, args = [], []
+    for v in pro.operands:
+        e = program.expr(v)
+        local = f"_{pro.local[v]}"
+        if pro.full(v):
+            prelude.append(f"{local} = {e}.contiguous()")
+            args.append(local)
+        else:
+            prelude.append(f"{local} = {e}.expand({shape})")
+            args += [local, f"*{local}.stride()"]
+    return prelude, args
+
+
+def _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank) -> list[str]:
+    """softmax and the norms: statistics over R per column, then a pass that writes X's shape."""
+    body = []
+    if op in SOFTMAXES:
+        body += ["run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)",
+                 "run_sum = tl.zeros((BLOCK_I,), tl.float32)",
+                 "for r0 in range(0, R, BLOCK_R):",
+                 "    r = r0 + tl.arange(0, BLOCK_R)"]
+        body += load_x("    ")
+        body += ["    xv = tl.where(x_mask, xv, float(\"-inf\"))",
+                 "    new_max = tl.maximum(run_max, tl.max(xv, axis=0))",
+                 "    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)",
+                 "    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)",
+                 "    run_max = new_max",
+                 "row_max = tl.where(run_max == float(\"-inf\"), 0.0, run_max)"]
+        if op == "softmax":
+            body.append("inv_sum = 1.0 / run_sum")
+            write = "tl.exp(xv - row_max[None, :]) * inv_sum[None, :]"
+        else:
+            body.append("log_sum = tl.log(run_sum)")
+            write = "xv - row_max[None, :] - log_sum[None, :]"
+    else:
+        centred = op != "rms_norm"
+        body += ["total = tl.zeros((BLOCK_I,), tl.float32)"]
+        if centred:
+            body += ["for r0 in range(0, R, BLOCK_R):", "    r = r0 + tl.arange(0, BLOCK_R)"]
+            body += load_x("    ")
+            body += ["    total += tl.sum(tl.where(x_mask, xv, 0.0), axis=0)", "mean = total / R"]
+        else:
+            body += ["mean = tl.zeros((BLOCK_I,), tl.float32)"]
+        body += ["sq = tl.zeros((BLOCK_I,), tl.float32)", "for r0 in range(0, R, BLOCK_R):",
+                 "    r = r0 + tl.arange(0, BLOCK_R)"]
+        body += load_x("    ")
+        body += ["    d = tl.where(x_mask, xv - mean[None, :], 0.0)", "    sq += tl.sum(d * d, axis=0)",
+                 "rstd = 1.0 / tl.sqrt(sq / R + eps)"]
+        write = "(xv - mean[None, :]) * rstd[None, :]"
+        if affine:
+            # the affine parameter index: position in the normalised shape, or the channel
+            if op in ("layer_norm", "rms_norm"):
+                widx = "r[:, None] + tl.zeros_like(x_offs)"
+            elif op == "group_norm":  # o = n * G + g; channel = g * C/G + r // spatial
+                widx = "(o % G) * C_per_group + r[:, None] // spatial + tl.zeros_like(x_offs)"
+            else:  # instance norm: o = n * C + c
+                widx = "(o % G) + tl.zeros_like(x_offs)"
+            body_w = [f"    widx = {widx}",
+                      "    w = tl.load(w_ptr + widx, mask=x_mask, other=1.0)"]
+            if has_bias:
+                body_w.append("    bb = tl.load(b_ptr + widx, mask=x_mask, other=0.0)")
+            write = f"{write} * w" + (" + bb" if has_bias else "")
+        else:
+            body_w = []
+    body += ["for r0 in range(0, R, BLOCK_R):", "    r = r0 + tl.arange(0, BLOCK_R)"]
+    body += load_x("    ")
+    if op not in SOFTMAXES:
+        body += body_w
+    body.append(f"    res = {write}")
+    env = {out: "res"}
+    space = IndexSpace(rank, "x_offs", "x_mask", x_sizes)
+    body += [f"    {line}" for line in epi.emit(space, env)]
+    for o_name, v in zip(outs, stores):
+        body.append(f"    tl.store({o_name}_out + x_offs, {env[v]}, mask=x_mask)")
+    return body

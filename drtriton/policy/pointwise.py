@@ -1,0 +1,150 @@
+"""Elementwise operators as Triton code, evaluated per element of some output tile.
+
+Every kernel template (a plain elementwise kernel, a matmul's epilogue, a reduction's prologue)
+describes where its current elements are with an `IndexSpace`; `PointwiseBlock` then emits the
+loads of the other operands (broadcast through strides: the launcher passes `t.expand(shape)`,
+whose broadcast axes have stride 0) and one line per operator, from the vocabulary's Triton
+templates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..capture import Node
+from ..ops import VOCABULARY
+from .program import Program
+
+
+@dataclass
+class IndexSpace:
+    """The elements a kernel handles right now: a tile over an output of `rank` dimensions.
+
+    `flat`: the offset of each element in the contiguous output (a Triton expression);
+    `index(d)`: its index along output dimension d (declared lazily, with `sizes` the names of
+    the runtime sizes of dimensions 1..rank-1); `mask`: which elements are real."""
+
+    rank: int
+    flat: str
+    mask: str
+    sizes: list[str]  # kernel parameter names holding the sizes of dims 1..rank-1
+    lines: list[str] = field(default_factory=list)  # index declarations made so far
+    _declared: dict[int, str] = field(default_factory=dict)
+
+    def index(self, d: int) -> str:
+        if d not in self._declared:
+            name = f"i{d}"
+            inner = " * ".join(self.sizes[d:]) if d < self.rank - 1 else ""
+            expr = f"({self.flat} // ({inner}))" if inner else self.flat
+            if d > 0:
+                expr = f"{expr} % {self.sizes[d - 1]}"
+            self.lines.append(f"{name} = {expr}")
+            self._declared[d] = name
+        return self._declared[d]
+
+
+def _literal(x) -> str:
+    if isinstance(x, bool):
+        return "1.0" if x else "0.0"
+    if isinstance(x, float) and math.isinf(x):
+        return 'float("inf")' if x > 0 else 'float("-inf")'
+    return repr(float(x)) if isinstance(x, (int, float)) else repr(x)
+
+
+class PointwiseBlock:
+    """A chain (a small DAG) of elementwise nodes over one output shape."""
+
+    def __init__(self, program: Program, nodes: list[Node], shape: list[int], known: set[str] = frozenset(),
+                 reserved: set[str] = frozenset()):
+        """`known`: values the template already holds in registers (the anchor's result);
+        `reserved`: kernel parameter names the template uses itself."""
+        self.program = program
+        self.nodes = nodes
+        self.shape = list(shape)
+        produced = {o for n in nodes for o in n.outputs}
+        # tensor operands to load: inputs of the nodes not produced inside and not `known`
+        self.operands: list[str] = []
+        for n in nodes:
+            for v in program.inputs_of(n):
+                if v not in produced and v not in known and v not in self.operands and program.is_tensor(v):
+                    self.operands.append(v)
+        # kernel-side names of the operands: readable, and clear of the template's own
+        self.local: dict[str, str] = {}
+        taken = {r.removesuffix("_ptr") for r in reserved}
+        for v in self.operands:
+            base = program.expr(v).replace("self.", "").replace(".", "_")
+            name, i = base, 1
+            while name in taken:
+                name, i = f"{base}_{i}", i + 1
+            taken.add(name)
+            self.local[v] = name
+
+    # -- kernel side -------------------------------------------------------------------------
+    def full(self, value: str) -> bool:
+        """An operand of the output's own shape: read at the flat offset, no index math."""
+        return list(self.program.values[value].shape) == self.shape
+
+    def params(self) -> list[str]:
+        out = []
+        for v in self.operands:
+            p = self.local[v]
+            out.append(f"{p}_ptr")
+            if not self.full(v):
+                out += [f"{p}_s{d}" for d in range(len(self.shape))]
+        return out
+
+    def emit(self, space: IndexSpace, env: dict[str, str]) -> list[str]:
+        """Lines computing every node; `env` maps values already in registers to variables and
+        receives the new ones."""
+        lines: list[str] = []
+        for v in self.operands:
+            p = self.local[v]
+            if self.full(v):
+                offset = space.flat
+            else:
+                offset = " + ".join(f"{space.index(d)} * {p}_s{d}" for d in range(len(self.shape))) or "0"
+            var = f"{p}_val"
+            lines.append(f"{var} = tl.load({p}_ptr + {offset}, mask={space.mask}, other=0.0)")
+            env[v] = var
+        for n in self.nodes:
+            var = self.program.expr(n.outputs[0])
+            lines.append(f"{var} = {self.expression(n, env)}")
+            env[n.outputs[0]] = var
+        return space.lines + lines
+
+    def expression(self, node: Node, env: dict[str, str]) -> str:
+        op = VOCABULARY[node.op]
+        args = [a for a in node.args if isinstance(a, dict) and "value" in a]
+        names = [env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal)
+                 for a in args]
+        if node.op == "clamp":  # an open side is +-inf: emit only the bounded side
+            x = names[0]
+            if not math.isinf(node.attrs["min"]):
+                x = f"tl.maximum({x}, {_literal(node.attrs['min'])})"
+            if not math.isinf(node.attrs["max"]):
+                x = f"tl.minimum({x}, {_literal(node.attrs['max'])})"
+            return x
+        template = op.triton_expr(node.attrs)
+        fields = dict(zip(("x", "y", "z"), names))
+        # A scalar operand of a binary op (aten.add.Tensor(x, 2.0) maps to add_scalar): literal.
+        if len(names) < op.arity:
+            for a in node.args[len(names):]:
+                fields["y"] = _literal(a)
+        return template.format(**fields)
+
+    # -- launcher side -----------------------------------------------------------------------
+    def launch_args(self, out: str) -> tuple[list[str], list[str]]:
+        """(lines before the launch, argument expressions) for the operands, broadcast to the
+        shape of tensor `out` (a forward variable)."""
+        prelude, args = [], []
+        for v in self.operands:
+            e = self.program.expr(v)
+            local = f"_{self.local[v]}"
+            if self.full(v):
+                prelude.append(f"{local} = {e}.contiguous()")
+                args.append(local)
+            else:  # broadcast axes get stride 0
+                prelude.append(f"{local} = {e}.expand({out}.shape)")
+                args += [local, f"*{local}.stride()"]
+        return prelude, args

@@ -1,0 +1,179 @@
+"""A captured graph prepared for code generation: how forward names each value, and fragments.
+
+The planner cuts the graph into fragments of at most `MAX_FRAGMENT_OPS` operators, each around
+one *anchor* (a matmul, a convolution, a reduction, a normalisation...) with the elementwise
+operators before it (prologue) and after it (epilogue) fused in, as DRTriton's test-time search
+splits a program. A fragment is emitted as Triton (one kernel, or a few) or left to PyTorch.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+
+from ..capture import Graph, Node, Value, value_refs
+from ..ops import VOCABULARY
+
+MAX_FRAGMENT_OPS = 5
+
+POINTWISE = {"elementwise_unary", "elementwise_binary"}
+# aten operators that only change the view of a tensor: PyTorch runs them (allowed in strict mode)
+VIEWS = {
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
+    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.permute.default",
+    "aten.transpose.int", "aten.t.default", "aten.numpy_T.default", "aten.expand.default",
+    "aten.flatten.using_ints", "aten.unflatten.int", "aten.select.int", "aten.slice.Tensor",
+    "aten.narrow.default", "aten.detach.default", "aten.detach_.default", "aten.alias.default",
+    "aten.contiguous.default", "aten.clone.default", "aten.lift_fresh_copy.default",
+}
+_RESERVED = {"torch", "triton", "tl", "nn", "F", "math", "self", "grid", "random"}
+
+
+def category(node: Node) -> str | None:
+    return VOCABULARY[node.op].category if node.op in VOCABULARY else None
+
+
+def is_pointwise(node: Node) -> bool:
+    return category(node) in POINTWISE
+
+
+@dataclass
+class Fragment:
+    nodes: list[Node]
+    anchor: Node | None  # None: a pure pointwise fragment (or a view / PyTorch node)
+    kind: str  # pointwise | <anchor category> | view | torch
+    prologue: list[Node] = field(default_factory=list)  # pointwise nodes feeding the anchor
+    epilogue: list[Node] = field(default_factory=list)  # pointwise nodes after it
+
+    @property
+    def label(self) -> str:
+        return ", ".join(n.op or n.target.split(".")[1] for n in self.nodes)
+
+
+class Program:
+    """The graph plus what code generation needs to know about each value."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.values: dict[str, Value] = graph.values
+        self.users = graph.users()
+        self.producer = graph.producer()
+        self.nodes = [n for n in graph.nodes if not n.mutates]
+        self._names: dict[str, str] = {}
+
+    # -- naming ------------------------------------------------------------------------------
+    def expr(self, value: str) -> str:
+        """How forward refers to a value: an argument, `self.<fqn>`, a literal, or a local."""
+        v = self.values[value]
+        if v.kind == "input":
+            return value
+        if v.kind in ("param", "buffer"):
+            return "self." + v.fqn
+        if v.kind == "const":
+            return repr(v.literal)
+        if value not in self._names:
+            base = value.replace(".", "_")
+            if keyword.iskeyword(base) or base in _RESERVED:
+                base = f"{base}_"
+            self._names[value] = base
+        return self._names[value]
+
+    def is_tensor(self, value: str) -> bool:
+        v = self.values[value]
+        return v.dtype.startswith("torch.") and not (v.kind == "const" and v.literal is not None)
+
+    def inputs_of(self, node: Node) -> list[str]:
+        return value_refs(node.args) + value_refs(list(node.kwargs.values()))
+
+    def used_outside(self, value: str, inside: set[str]) -> bool:
+        """Whether `value` is needed by a node outside `inside` (names) or is a graph output."""
+        if value in self.graph.outputs:
+            return True
+        return any(u.name not in inside for u in self.users.get(value, []) if not u.mutates)
+
+    # -- fragments ---------------------------------------------------------------------------
+    def fragments(self, fuse: bool = True) -> list[Fragment]:
+        """Cut the graph into fragments. With `fuse`, pointwise operators join the anchor they
+        follow (epilogue) or feed (prologue); without, every operator stands alone."""
+        frags: list[Fragment] = []
+        owner: dict[str, Fragment] = {}  # node name -> its fragment
+
+        for node in self.nodes:
+            cat = category(node)
+            if node.target in VIEWS and node.op is None:
+                frag = Fragment([node], None, "view")
+            elif node.op is None:
+                frag = Fragment([node], None, "torch")
+            elif cat in POINTWISE:
+                target = self._fusion_target(node, owner) if fuse else None
+                if target is not None:
+                    target.nodes.append(node)
+                    if target.anchor is not None:
+                        target.epilogue.append(node)
+                    owner[node.name] = target
+                    continue
+                frag = Fragment([node], None, "pointwise")
+            else:
+                frag = Fragment([node], node, cat)
+                if fuse:
+                    self._take_prologue(frag, owner, frags)
+            frags.append(frag)
+            for n in frag.nodes:
+                owner[n.name] = frag
+        return [f for f in frags if f.nodes]
+
+    def _fusion_target(self, node: Node, owner: dict[str, Fragment]) -> Fragment | None:
+        """The fragment a pointwise node can join as epilogue: the one producing its tensor
+        input of the full output shape, if that value is not needed elsewhere in between."""
+        out_shape = self.values[node.outputs[0]].shape
+        candidates = []
+        for name in self.inputs_of(node):
+            prod = self.producer.get(name)
+            if prod is None or prod.name not in owner:
+                continue
+            frag = owner[prod.name]
+            if frag.kind in ("view", "torch") or len(frag.nodes) >= MAX_FRAGMENT_OPS:
+                continue
+            if self.values[name].shape != out_shape:
+                continue
+            if frag.anchor is not None and not _anchor_takes_epilogue(frag):
+                continue
+            candidates.append(frag)
+        if not candidates:
+            return None
+        frag = candidates[-1]
+        # every other tensor input must be computed before the fragment runs, not inside it later
+        inside = {n.name for n in frag.nodes}
+        for name in self.inputs_of(node):
+            prod = self.producer.get(name)
+            if prod is not None and prod.name not in inside and owner.get(prod.name) is not None:
+                if self.nodes.index(prod) > self.nodes.index(frag.nodes[0]):
+                    return None
+        # a value the fragment produced and someone else needs must stay stored: allowed, the
+        # emitters store every value used outside the fragment
+        return frag
+
+    def _take_prologue(self, frag: Fragment, owner, frags: list[Fragment]) -> None:
+        """Pull a pure pointwise fragment that only feeds this anchor into it, when the anchor
+        kind reads its input elementwise (reductions, softmax, norms)."""
+        if frag.kind not in ("reduction", "softmax", "norm", "scan", "loss"):
+            return
+        main = self.inputs_of(frag.anchor)[0]
+        prod = self.producer.get(main)
+        if prod is None or prod.name not in owner:
+            return
+        pre = owner[prod.name]
+        if pre.kind != "pointwise" or len(pre.nodes) + 1 > MAX_FRAGMENT_OPS or pre is not frags[-1]:
+            return
+        inside = {n.name for n in pre.nodes} | {frag.anchor.name}
+        if any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs):
+            return
+        frags.pop()
+        frag.prologue = pre.nodes
+        frag.nodes = pre.nodes + frag.nodes
+        for n in pre.nodes:
+            owner[n.name] = frag
+
+
+def _anchor_takes_epilogue(frag: Fragment) -> bool:
+    return frag.kind in ("pointwise", "matmul", "conv", "reduction", "softmax", "norm", "pool", "scan")
