@@ -1,4 +1,4 @@
-"""The `drtriton` command: verify, bench (and convert, once the built-in policy lands).
+"""The `drtriton` command: convert (the main job), verify, bench.
 
 Exit codes: 0 success (the candidate is correct), 1 a completed check that found no correct
 candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
@@ -7,6 +7,7 @@ candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -122,6 +123,58 @@ def cmd_bench(args) -> int:
     return 0 if summary["correct"] else 1
 
 
+def cmd_convert(args) -> int:
+    from .search import Search, SearchConfig
+
+    try:
+        problem = load_file(args.file, args.cls)
+    except ProblemError as e:
+        raise UsageError(str(e)) from None
+    if args.policy != "builtin":
+        raise UsageError(f"--policy {args.policy}: this build has only the built-in policy")
+    if args.budget <= 0:
+        raise UsageError("--budget must be positive")
+    source_path = Path(args.file)
+    out = Path(args.out) if args.out else source_path.with_name(f"{source_path.stem}_triton.py")
+    if out.resolve() == source_path.resolve():
+        raise UsageError(f"--out {out} would overwrite the source file")
+    quiet = args.json
+    with _make_verifier(args) as verifier:
+        search = Search(problem, verifier, SearchConfig(mode=args.mode, budget_s=args.budget))
+        for event in search.run():
+            if quiet:
+                continue
+            if event.kind == "status":
+                _stderr(f"... {event.data['message']}")
+            elif event.kind == "candidate":
+                d = event.data
+                _stderr(f"  [{d['id']}] {d['fragment']}: {d['summary']} ({d['seconds']:.1f} s)")
+        result = search.result
+    if result.correct:
+        out.write_text(result.source)
+    record = result.to_dict()
+    record["output"] = str(out) if result.correct else None
+    record["class"] = problem.candidate_class
+    if args.json:
+        print(json.dumps(record, indent=2, default=str))
+    else:
+        print(format_conversion(result, out, problem))
+    return 0 if result.correct else 1
+
+
+def format_conversion(result, out: Path, problem) -> str:
+    if not result.correct:
+        return f"no correct Triton module found for {problem.class_name}: {result.reason}"
+    v = result.verdict
+    lines = [f"wrote {out} (class {problem.candidate_class})", f"  {v.summary}", f"  plan: {result.plan}"]
+    if v.timings:
+        t = v.timings
+        lines.append(f"  candidate {t.candidate.median_ms:.4f} ms, eager {t.eager.median_ms:.4f} ms"
+                     + (f", torch.compile {t.compiled.median_ms:.4f} ms" if t.compiled else ""))
+    lines.append(f"  {len(result.attempts)} candidates verified in {result.seconds:.1f} s on {v.device}")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drtriton", description="Turn PyTorch modules into verified Triton.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -133,6 +186,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the verdict as JSON")
     _device_args(p)
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("convert", help="convert an nn.Module to verified Triton (the main job)")
+    p.add_argument("file", help="a Python file with the module and its get_inputs/get_init_inputs")
+    p.add_argument("--class", dest="cls", help="the nn.Module class to convert (default: Model, or the only one)")
+    p.add_argument("--policy", default="builtin", help="who writes the kernels (default: the built-in policy)")
+    p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="time for the search")
+    p.add_argument("--out", help="where to write the module (default: <stem>_triton.py beside FILE)")
+    p.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
+    _device_args(p)
+    p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
     p.add_argument("problems", help="KernelBench JSONL, a folder of problem files, or one file")

@@ -1,15 +1,16 @@
 """The built-in policy: Triton written from templates, no model needed.
 
-For a captured program it proposes plans: a cut into fragments (fused around anchors, or one
-operator each), an emitter variant per fragment (e.g. the dot precision of a matmul), and, in
-mixed mode, PyTorch for fragments no emitter handles. Each plan is assembled into a complete
-drop-in module. The search verifies them; this module only writes code.
+For a captured program it offers cuts into fragments (fused around anchors, or one operator
+each) and, per fragment, emitter variants (e.g. the dot precision of a matmul; block sizes are
+left to Triton's autotuner on the GPU). `assemble` turns a cut plus a choice per fragment into a
+complete drop-in module; in mixed mode a fragment with no Triton choice runs as PyTorch. The
+search verifies; this module only writes code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..capture import Graph
 from ..problem import Problem
@@ -25,6 +26,8 @@ EMITTERS = {
     "softmax": rows,
     "norm": rows,
 }
+
+PYTORCH = None  # the choice "run this fragment as PyTorch"
 
 
 @dataclass
@@ -64,60 +67,79 @@ class BuiltinPolicy:
     def __init__(self, device: str = "cuda"):
         self.device = device
 
-    def candidates(self, problem: Problem, graph: Graph, mode: str) -> Iterator[Candidate]:
-        """Plans, most promising first: fused then unfused cuts, each emitter variant in turn."""
-        seen: set[str] = set()
-        program = Program(graph)
-        cuts: list[list[str]] = []
+    # -- the search's view -------------------------------------------------------------------
+    def cuts(self, program: Program) -> list[list[Fragment]]:
+        """Fused first, then one operator per fragment (when that differs)."""
+        out, seen = [], []
         for fuse in (True, False):
             frags = program.fragments(fuse=fuse)
             labels = [f.label for f in frags]
-            if labels in cuts:  # nothing to fuse: the unfused cut is the same
-                continue
-            cuts.append(labels)
-            variants = max((len(_configs(program, f)) for f in frags), default=1)
-            for v in range(variants):
-                try:
-                    cand = self._assemble(problem, program, frags, v, mode, fuse)
-                except Unsupported:
-                    continue
-                if cand.source not in seen:
-                    seen.add(cand.source)
-                    yield cand
+            if labels not in seen:
+                seen.append(labels)
+                out.append(frags)
+        return out
 
-    def _assemble(self, problem, program, frags, variant, mode, fuse) -> Candidate:
+    def variants(self, program: Program, frag: Fragment) -> int:
+        emitter = _emitter(frag)
+        if emitter is None or emitter is pytorch:
+            return 0
+        return len(emitter.configs(program, frag))
+
+    def assemble(self, problem: Problem, program: Program, frags: list[Fragment],
+                 choose: Callable[[int, Fragment], int | None], mode: str, cut: str = "") -> Candidate:
+        """A complete module: fragment i runs emitter variant `choose(i, frag)`, or PyTorch for
+        PYTORCH (mixed mode). Raises Unsupported when the plan cannot be built in this mode."""
         names = Names()
         kernels, lines, plan, notes = [], [], [], []
         pytorch_compute = False
-        queue = list(frags)
+        queue = [(i, f) for i, f in enumerate(frags)]
         while queue:
-            frag = queue.pop(0)
+            i, frag = queue.pop(0)
+            variant = choose(i, frag) if frag.kind not in ("view", "torch") else PYTORCH
             try:
-                emitted, how = self._emit(program, frag, variant, names)
+                if variant is PYTORCH and frag.kind not in ("view", "torch"):
+                    raise Unsupported("no verified Triton variant")
+                emitted, how = self._emit(program, frag, variant or 0, names)
             except Unsupported as e:
                 if mode != "mixed":
                     raise
-                if frag.anchor is None or len(frag.nodes) == 1:
-                    emitted, how = pytorch.emit(program, Fragment(frag.nodes, None, "torch")), "PyTorch"
-                    notes.append(f"{frag.label}: PyTorch ({e})")
-                else:
-                    queue = _split(frag) + queue
+                if frag.anchor is not None and len(frag.nodes) > 1:
+                    queue = [(i, f) for f in _split(frag)] + queue
                     notes.append(f"{frag.label}: split ({e})")
                     continue
+                emitted, how = pytorch.emit(program, Fragment(frag.nodes, None, "torch")), "PyTorch"
+                notes.append(f"{frag.label}: PyTorch ({e})")
             if emitted.pytorch_compute and mode != "mixed":
-                raise Unsupported(f"{frag.label} needs PyTorch")
+                raise Unsupported(f"{frag.label} needs PyTorch in strict mode")
             pytorch_compute |= emitted.pytorch_compute
             kernels += emitted.kernels
             lines += emitted.lines
             if frag.kind != "view":
                 plan.append(f"{frag.label}: {how}")
-        outputs = [program.expr(o) for o in program.graph.outputs]
         if not kernels:
             raise Unsupported("no fragment runs in Triton")
-        cut = "fused" if fuse else "one operator per kernel"
-        description = f"Plan ({cut}): " + "; ".join(plan)
+        outputs = [program.expr(o) for o in program.graph.outputs]
+        description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         source = assemble(problem, kernels, lines, outputs, description)
         return Candidate(source, self.name, plan, pytorch_compute, notes)
+
+    # -- a simple sweep, for callers that want whole modules directly -------------------------
+    def candidates(self, problem: Problem, graph: Graph, mode: str) -> Iterator[Candidate]:
+        """Whole modules, most promising first: each cut, with every fragment at variant v."""
+        program = Program(graph)
+        seen: set[str] = set()
+        for frags, cut in zip(self.cuts(program), ("fused", "one operator per kernel")):
+            count = max((self.variants(program, f) for f in frags), default=1)
+            for v in range(max(count, 1)):
+                try:
+                    cand = self.assemble(problem, program, frags,
+                                         lambda i, f, v=v: min(v, max(self.variants(program, f) - 1, 0)),
+                                         mode, cut)
+                except Unsupported:
+                    continue
+                if cand.source not in seen:
+                    seen.add(cand.source)
+                    yield cand
 
     def _emit(self, program: Program, frag: Fragment, variant: int, names: Names) -> tuple[Emitted, str]:
         emitter = _emitter(frag)
@@ -130,10 +152,3 @@ class BuiltinPolicy:
         emitted = emitter.emit(program, frag, config, names, device=self.device)
         detail = ", ".join(f"{k}={v}" for k, v in config.items())
         return emitted, "Triton" + (f" ({detail})" if detail else "")
-
-
-def _configs(program: Program, frag: Fragment) -> list[dict]:
-    emitter = _emitter(frag)
-    if emitter is None or emitter is pytorch:
-        return [{}]
-    return emitter.configs(program, frag)

@@ -29,6 +29,7 @@ from .verdict import Timing, Timings, Trial, Verdict
 
 NO_CUDA = "not measured (no CUDA device)"
 INPUT_SETS_BUDGET_BYTES = 12 << 30
+QUICK_TIMING_TRIALS = 30
 IMPLAUSIBLE_SPEEDUP = 10.0
 
 
@@ -109,10 +110,12 @@ class Verifier:
         candidate_class: str | None = None,
         cancel: threading.Event | None = None,
         progress: Callable[[str], None] | None = None,
+        quick: bool = False,
     ) -> Verdict:
         """Check `source` against `problem`. Setting `cancel` stops the check (raising
-        `Cancelled`); `progress` receives a short line at each step."""
-        check = _Check(self, problem, cancel, progress or (lambda _msg: None))
+        `Cancelled`); `progress` receives a short line at each step. `quick` (the search's
+        fragment checks): the same correctness checks, timing against eager only, fewer calls."""
+        check = _Check(self, problem, cancel, progress or (lambda _msg: None), quick)
         started = time.monotonic()
         try:
             check.run(source, candidate_class)
@@ -127,6 +130,28 @@ class Verifier:
             check.verdict.reasons.insert(0, f"out of memory: {e}")
         check.verdict.elapsed_s = round(time.monotonic() - started, 3)
         return check.verdict
+
+    def capture(self, problem: Problem, cancel: threading.Event | None = None):
+        """The problem's module as a graph over the vocabulary (`drtriton.capture.Graph`).
+        Tracing runs the user's code, so it happens in the reference worker. Raises
+        `CaptureError` (untraceable) or `ProblemError` (the problem cannot be built)."""
+        from ..capture import CaptureError, Graph
+        from ..problem import ProblemError
+
+        check = _Check(self, problem, cancel, lambda _m: None)
+        try:
+            prep = check.prepare()
+        except _Fault as f:
+            raise ProblemError(f.reason) from None
+        with self.pool.reference() as ref:
+            reply = ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
+                              "training": prep["training"], "seed": secrets.randbits(62)},
+                             self.config.compile_timeout_s, cancel)
+        if reply.get("kind") == "problem":
+            raise ProblemError(reply["error"])
+        if not reply.get("ok"):
+            raise CaptureError(reply.get("error", "capture failed"))
+        return Graph.from_dict(reply["graph"])
 
     def settings(self) -> dict:
         c = self.config
@@ -144,6 +169,7 @@ class _Check:
     problem: Problem
     cancel: threading.Event | None
     progress: Callable[[str], None]
+    quick: bool = False
     verdict: Verdict = field(init=False)
     launches: list | None = None  # the launch sequence of the first verified call
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
@@ -325,7 +351,7 @@ class _Check:
     def time(self, prep: dict) -> None:
         c, v = self.config, self.verdict
         with self.verifier.gpu.shared():
-            self.candidate_call({"op": "prepare_timing", "seed": secrets.randbits(62)},
+            self.candidate_call({"op": "prepare_timing", "seed": secrets.randbits(62), "compile": not self.quick},
                                 timeout=c.compile_timeout_s)
         self.phase_done("torch.compile")
         floor_bytes = prep["input_bytes"] + prep["output_bytes"]
@@ -355,7 +381,8 @@ class _Check:
         # reach 8 GB, and other workers share the GPU.
         sets = max(2, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
-                   "trials": c.timing_trials, "warmup": c.timing_warmup, "launches": self.launches}
+                   "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
+                   "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick}
         with self.verifier.gpu.exclusive():
             t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
         raw = t["timings"]

@@ -129,6 +129,26 @@ class ReferenceHarness:
         _sync(runtime.device)
         return [t.detach().clone() for t in flat]
 
+    def op_capture(self, req: dict) -> dict:
+        """Trace the problem's module into a graph (drtriton.capture). On the meta device first:
+        no memory, no compute, any size; on the CPU if a constant's value is needed."""
+        from ...capture import CaptureError, capture_module, unknown_constants
+
+        problem = req["problem"]
+        graph = None
+        for device in ("meta", "cpu"):
+            runtime = ProblemRuntime(problem, device, self.settings["scratch"], req["init_seed"],
+                                     training=req["training"])
+            inputs, _ = runtime.make_inputs(req["seed"])
+            runtime.check_signature(inputs)
+            try:
+                graph = capture_module(runtime.model, inputs)
+            except CaptureError as e:
+                return {"ok": False, "kind": "capture", "error": str(e)}
+            if not unknown_constants(graph):
+                break
+        return {"ok": True, "graph": graph.to_dict()}
+
     def op_reference(self, req: dict) -> dict:
         runtime = self.problems[req["key"]]
         inputs, fp = runtime.make_inputs(req["seed"])
@@ -367,7 +387,7 @@ class CandidateHarness:
 
     def op_prepare_timing(self, req: dict) -> dict:
         """Compile the reference with torch.compile once per problem (slow; its own timeout)."""
-        if self.compiled is None:
+        if self.compiled is None and req.get("compile", True):
             inputs, _ = self.runtime.make_inputs(req["seed"])
             try:
                 compiled = torch.compile(self.runtime.model)
@@ -403,8 +423,8 @@ class CandidateHarness:
             return call
 
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
-        if self.compiled is not None and self.compiled is not False:  # (a module has no truth value)
-            fns["compiled"] = run_model(self.compiled)
+        if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
+            fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
         timings = time_interleaved(fns, input_sets, trials=req["trials"], warmup=req["warmup"])
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))

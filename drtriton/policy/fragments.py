@@ -1,0 +1,111 @@
+"""A fragment as a problem of its own, so candidates for it can be verified alone.
+
+DRTriton's test-time search generates and verifies kernels per fragment (at most 5 operators),
+then assembles the fastest verified ones. A fragment problem is a KernelBench-style module whose
+forward takes the fragment's external tensors (inputs, parameters, intermediate values) as
+arguments and runs its operators in PyTorch; `get_inputs` draws random tensors of the captured
+shapes.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+
+from ..capture import Graph, Node, Value
+from ..problem import Problem, from_source
+from .emit import pytorch
+from .program import Fragment, Program
+
+
+@dataclass
+class FragmentTask:
+    problem: Problem  # the fragment as a standalone problem
+    graph: Graph  # its captured graph (the fragment's nodes, external values as inputs)
+    label: str
+    key: str  # the same fragment in two cuts has the same key
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W", "_", name).strip("_") or "t"
+
+
+def _rename(args, names: dict[str, str]):
+    if isinstance(args, dict) and "value" in args:
+        return {"value": names.get(args["value"], args["value"])}
+    if isinstance(args, list):
+        return [_rename(a, names) for a in args]
+    return args
+
+
+def _draw(v: Value, fqn: str | None) -> str:
+    shape = tuple(v.shape)
+    if v.dtype in ("torch.int64", "torch.int32"):
+        return f"torch.randint(0, 2, {shape})"
+    if v.dtype == "torch.bool":
+        return f"torch.rand({shape}) > 0.5"
+    if fqn and fqn.endswith("running_var"):
+        return f"torch.rand({shape}) + 0.5"  # a variance
+    return f"torch.randn({shape})"
+
+
+def fragment_task(program: Program, frag: Fragment, parent: Problem) -> FragmentTask:
+    inside = {n.name for n in frag.nodes}
+    produced = {o for n in frag.nodes for o in n.outputs}
+    externals: list[str] = []
+    for n in frag.nodes:
+        for v in program.inputs_of(n):
+            if v not in produced and v not in externals and program.is_tensor(v):
+                externals.append(v)
+    names = {v: _identifier(program.values[v].fqn or v) for v in externals}
+    values: dict[str, Value] = {}
+    for i, v in enumerate(externals):
+        old = program.values[v]
+        values[names[v]] = Value(names[v], list(old.shape), old.dtype, "input", index=i)
+    nodes: list[Node] = []
+    for n in frag.nodes:
+        copied = copy.deepcopy(n)
+        copied.args = _rename(n.args, names)
+        copied.kwargs = {k: _rename(a, names) for k, a in n.kwargs.items()}
+        nodes.append(copied)
+        for o in n.outputs:
+            if o in program.values:
+                values[o] = program.values[o]
+    for n in frag.nodes:  # scalar constants the nodes read
+        for v in program.inputs_of(n):
+            if v not in produced and v not in externals:
+                values[v] = program.values[v]
+    outputs = [o for n in frag.nodes for o in n.outputs[:1] if program.used_outside(o, inside)]
+    graph = Graph(values, nodes, [names[v] for v in externals], outputs)
+
+    sub = Program(graph)
+    body = pytorch.emit(sub, Fragment(nodes, None, "torch")).lines
+    ret = ", ".join(sub.expr(o) for o in outputs)
+    args = ", ".join(["self"] + [names[v] for v in externals])
+    draws = ", ".join(_draw(program.values[v], program.values[v].fqn) for v in externals)
+    source = "\n".join([
+        "import torch",
+        "import torch.nn as nn",
+        "",
+        "",
+        "class Model(nn.Module):",
+        f'    """{frag.label} (a fragment of {parent.name})"""',
+        "",
+        f"    def forward({args}):",
+        *(f"        {line}" for line in body),
+        f"        return {ret}",
+        "",
+        "",
+        "def get_inputs():",
+        f"    return [{draws}]",
+        "",
+        "",
+        "def get_init_inputs():",
+        "    return []",
+        "",
+    ])
+    key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" for n in frag.nodes) + "|" + \
+          ",".join(str(program.values[v].shape) for v in externals)
+    problem = from_source(source, "Model", name=f"{parent.name}: {frag.label}", origin=parent.origin)
+    return FragmentTask(problem, graph, frag.label, key)
