@@ -212,7 +212,8 @@ class Search:
                                  "text": "".join(lines[start:start + step]), "first": start == 0,
                                  "last": start + step >= len(lines)})
         t0 = time.monotonic()
-        verdict = self.verifier.verify(problem, cand.source, cancel=self.cancel, quick=quick)
+        verdict = self.verifier.verify(problem, cand.source, cancel=self.cancel, quick=quick,
+                                       mode="strict" if quick else self.config.mode)
         attempt = Attempt(attempt_id, cand.policy, fragment, cand.description, verdict,
                           round(time.monotonic() - t0, 2))
         self.attempts.append(attempt)

@@ -111,11 +111,15 @@ class Verifier:
         cancel: threading.Event | None = None,
         progress: Callable[[str], None] | None = None,
         quick: bool = False,
+        mode: str | None = None,
     ) -> Verdict:
         """Check `source` against `problem`. Setting `cancel` stops the check (raising
         `Cancelled`); `progress` receives a short line at each step. `quick` (the search's
-        fragment checks): the same correctness checks, timing against eager only, fewer calls."""
-        check = _Check(self, problem, cancel, progress or (lambda _msg: None), quick)
+        fragment checks): the same correctness checks, timing against eager only, fewer calls.
+        `mode` overrides the configured strict/mixed mode for this check."""
+        if mode not in (None, "strict", "mixed"):
+            raise ValueError(f"mode must be strict or mixed, not {mode!r}")
+        check = _Check(self, problem, cancel, progress or (lambda _msg: None), quick, mode or self.config.mode)
         started = time.monotonic()
         try:
             check.run(source, candidate_class)
@@ -170,6 +174,7 @@ class _Check:
     cancel: threading.Event | None
     progress: Callable[[str], None]
     quick: bool = False
+    mode: str = "strict"
     verdict: Verdict = field(init=False)
     launches: list | None = None  # the launch sequence of the first verified call
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
@@ -181,7 +186,7 @@ class _Check:
         self.pool = self.verifier.pool
         self.cuda = self.verifier.device == "cuda"
         self.verdict = Verdict(correct=False, status=V.FAILED, device=self.verifier.device,
-                               settings=self.verifier.settings())
+                               settings={**self.verifier.settings(), "mode": self.mode, "quick": self.quick})
 
     def phase_done(self, name: str) -> None:
         now = time.monotonic()
@@ -218,7 +223,7 @@ class _Check:
                 "op": "load", "key": problem.key, "problem": problem.to_dict(), "source": source,
                 "class_name": report.candidate_class, "init_seed": self.verifier.init_seed,
                 "training": prep["training"], "state_fingerprint": prep["state_fingerprint"],
-                "mode": self.config.mode, "kernels": report.kernels,
+                "mode": self.mode, "kernels": report.kernels,
             }, timeout=self.config.compile_timeout_s)
             v.settings["parameters"] = loaded["parameters"]
             self.phase_done("load")
@@ -372,7 +377,7 @@ class _Check:
             v.speedup_compile = timings.compiled.median_ms / cand.median_ms
         self.phase_done("timing")
         foreign = sorted(k for k in t["kernel_ms"] if k not in v.triton_kernels)
-        if foreign and c.mode == "strict":
+        if foreign and self.mode == "strict":
             v.flags.append("non-Triton kernels on the GPU: " + ", ".join(foreign[:5]))
 
     def measure(self, floor_bytes: int, input_bytes: int) -> tuple[dict, Timings]:

@@ -112,8 +112,8 @@ class ReferenceHarness:
             "input_dtypes": sorted({str(v.dtype) for v in inputs if isinstance(v, torch.Tensor)}),
             "input_bytes": in_bytes,
             "output_bytes": sum(t.numel() * t.element_size() for t in first),
-            "state_fingerprint": runtime.state_fingerprint(),
-            "state_keys": {k: list(v.shape) for k, v in runtime.model.state_dict().items()},
+            "state_fingerprint": runtime.initial_fingerprint,
+            "state_keys": {k: list(v.shape) for k, v in runtime.initial_state.items()},
             "training": runtime.model.training,
             "flags": flags,
         }
@@ -285,7 +285,7 @@ class CandidateHarness:
             self.runtime_key = key
             self.compiled = None  # None: not tried yet; False: torch.compile failed
         self.runtime.model.train(req["training"])
-        if self.runtime.state_fingerprint() != req["state_fingerprint"]:
+        if self.runtime.initial_fingerprint != req["state_fingerprint"]:
             raise ProblemFault("the reference's parameters differ between two constructions with the "
                                "same seed: its constructor is not deterministic under torch.manual_seed")
         self.mode = req["mode"]
@@ -303,7 +303,7 @@ class CandidateHarness:
                     raise TypeError(f"{req['class_name']} is not an nn.Module")
             except Exception as e:
                 raise self._candidate_error(e)
-        reference_state = self.runtime.model.state_dict()
+        reference_state = self.runtime.initial_state
         cand_state = candidate.state_dict()
         same_keys = set(cand_state) == set(reference_state) and all(
             cand_state[k].shape == reference_state[k].shape for k in reference_state

@@ -103,6 +103,10 @@ class ProblemRuntime:
         self.init_seed = init_seed
         self.model = self.build(self.cls)
         self.model.train(training)
+        # As constructed: forward calls in training mode move buffers (batch-norm statistics),
+        # and every candidate must start from the same state as the reference.
+        self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.initial_fingerprint = fingerprint(list(self.initial_state.values())) if device != "meta" else ""
 
     def _init_args(self) -> list:
         fn_name = self.problem.get("init_inputs_fn")
@@ -151,5 +155,3 @@ class ProblemRuntime:
         values = [move(v, self.device) for v in values]
         return values, (fingerprint(values) if self.device != "meta" else "")
 
-    def state_fingerprint(self) -> str:
-        return fingerprint(list(self.model.state_dict().values()))

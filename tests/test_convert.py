@@ -1,0 +1,184 @@
+"""The main job on CPU (Triton interpreter, small shapes): every vocabulary operator converts and
+verifies, synthetic fusions of 2-5 operators convert, a user file with several classes converts
+the named class into a drop-in replacement, and unsupported code gets a clear message."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from drtriton.ops import VOCABULARY
+from drtriton.problem import from_source
+from drtriton.search import Search, SearchConfig
+
+warnings.filterwarnings("ignore")
+
+TINY = dict(min_flops=1_000, max_flops=60_000, max_numel=2_048, max_dim=64)
+
+
+def synthetic(names=None, k=1, seed=0, index=0):
+    from training.synth.config import Bounds
+    from training.synth.generate import make_program
+
+    cand = make_program(seed, k, index, Bounds.make(**TINY), names=names)
+    assert cand.program is not None, f"synthesis could not build {names}"
+    return cand.program.code
+
+
+def convert(verifier, source: str, mode: str = "strict", name: str = "p", budget: float = 240.0):
+    problem = from_source(source, name=name)
+    search = Search(problem, verifier, SearchConfig(mode=mode, budget_s=budget))
+    events = list(search.run())
+    return search.result, events
+
+
+@pytest.mark.parametrize("op", list(VOCABULARY))
+def test_every_vocabulary_operator_converts_and_verifies(cpu_verifier, op):
+    result, _ = convert(cpu_verifier, synthetic([op]), name=op)
+    assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
+    assert result.verdict.triton_kernels
+
+
+@pytest.mark.parametrize("k,index", [(2, 0), (2, 1), (3, 0), (3, 1), (4, 0), (5, 0)])
+def test_synthetic_fusions_convert_and_verify(cpu_verifier, k, index):
+    result, events = convert(cpu_verifier, synthetic(k=k, seed=11, index=index), mode="mixed", name=f"k{k}")
+    assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
+    kinds = {e.kind for e in events}
+    assert {"status", "text", "candidate", "best", "done"} <= kinds
+
+
+USER_FILE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    SCALE = 0.5
+
+
+    def scaled_gelu(x):
+        return F.gelu(x) * SCALE
+
+
+    class Unrelated(nn.Module):
+        def forward(self, x):
+            return torch.flip(x, dims=[0])
+
+
+    class Head(nn.Module):
+        """The class the user converts."""
+
+        def __init__(self, dim, classes=10):
+            super(Head, self).__init__()
+            self.proj = nn.Linear(dim, classes)
+            self.norm = nn.LayerNorm(classes)
+
+        def forward(self, x):
+            return torch.softmax(self.norm(scaled_gelu(self.proj(x))), dim=-1)
+
+
+    def get_inputs():
+        return [torch.randn(8, 24)]
+
+
+    def get_init_inputs():
+        return [24]
+
+
+    if __name__ == "__main__":
+        print(Head(24)(torch.randn(2, 24)))
+''')
+
+
+def test_user_file_with_several_classes_converts_the_named_class(tmp_path):
+    src = tmp_path / "model.py"
+    src.write_text(USER_FILE)
+    r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", str(src), "--class", "Head",
+                        "--device", "cpu", "--json", "--workers", "1"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr + r.stdout
+    record = json.loads(r.stdout)
+    out = tmp_path / "model_triton.py"
+    assert record["correct"] and record["output"] == str(out) and out.is_file()
+    assert record["candidates"] and all({"policy", "fragment", "verdict"} <= set(c) for c in record["candidates"])
+    assert all(c["policy"] == "builtin" for c in record["candidates"])
+    # a drop-in replacement: same constructor, same state_dict keys, same outputs
+    generated = out.read_text()
+    assert "class HeadTriton(nn.Module)" in generated and "class Unrelated" not in generated
+    ns_ref, ns_new = {}, {}
+    exec(compile(USER_FILE, "ref", "exec"), ns_ref)
+    env = {"TRITON_INTERPRET": "1"}
+    check = subprocess.run([sys.executable, "-c", textwrap.dedent(f'''
+        import sys, torch
+        sys.path.insert(0, {str(tmp_path)!r})
+        import model, model_triton
+        ref = model.Head(24)
+        new = model_triton.HeadTriton(24)
+        assert set(ref.state_dict()) == set(new.state_dict())
+        new.load_state_dict(ref.state_dict())
+        x = torch.randn(5, 24)
+        torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)
+        print("ok")
+    ''')], capture_output=True, text=True, env={**__import__("os").environ, **env}, timeout=300)
+    assert check.stdout.strip() == "ok", check.stderr
+
+
+UNTRACEABLE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Gate(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:   # data-dependent control flow: torch.export cannot trace it
+                return torch.relu(x)
+            return torch.sigmoid(x)
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return []
+''')
+
+PARTLY_COVERED = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Flipper(nn.Module):
+        def forward(self, x):
+            return torch.relu(torch.flip(x, dims=[1])) * 2.0
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_untraceable_code_gets_a_clear_message(cpu_verifier):
+    result, _ = convert(cpu_verifier, UNTRACEABLE)
+    assert not result.correct
+    assert "cannot capture the module" in result.reason and "torch.export" in result.reason
+
+
+def test_uncovered_operators_run_as_pytorch_fragments_in_mixed_mode(cpu_verifier):
+    strict, _ = convert(cpu_verifier, PARTLY_COVERED, mode="strict")
+    assert not strict.correct and "strict mode" in strict.reason
+    mixed, _ = convert(cpu_verifier, PARTLY_COVERED, mode="mixed")
+    assert mixed.correct, mixed.reason
+    assert "flip: PyTorch" in mixed.plan and "Triton" in mixed.plan
+    assert any(op.startswith("flip") for op in mixed.verdict.pytorch_ops)
+
+
+def test_convert_cli_exit_codes(tmp_path):
+    (tmp_path / "gate.py").write_text(UNTRACEABLE)
+    r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "gate.py", "--device", "cpu"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 1 and "cannot capture the module" in r.stdout
+    assert not (tmp_path / "gate_triton.py").exists()
+    r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "gate.py", "--out", "gate.py"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "overwrite" in r.stderr
