@@ -26,6 +26,9 @@ class BenchEntry:
     problem: Problem
     candidate: Path | None  # None: no candidate file for this problem
     verdict: Verdict | None
+    search_s: float | None = None  # with --policy: the test-time search's time
+    plan: str = ""
+    reason: str = ""
 
     @property
     def correct(self) -> bool:
@@ -37,6 +40,9 @@ class BenchEntry:
             "origin": self.problem.origin,
             "candidate": str(self.candidate) if self.candidate else None,
             "verdict": self.verdict.to_dict() if self.verdict else None,
+            "search_s": self.search_s,
+            "plan": self.plan,
+            "reason": self.reason,
         }
 
 
@@ -58,24 +64,59 @@ def run_bench(
     verifier: Verifier,
     progress: Callable[[int, int, BenchEntry], None] | None = None,
 ) -> list[BenchEntry]:
+    def one(problem: Problem) -> BenchEntry:
+        path = find_candidate(candidates, problem)
+        return BenchEntry(problem, path, verifier.verify(problem, path.read_text()) if path else None)
+
+    return _parallel(problems, one, verifier.config.workers, progress)
+
+
+def run_search_bench(
+    problems: list[Problem],
+    verifier: Verifier,
+    search_config,
+    out: Path,
+    progress: Callable[[int, int, BenchEntry], None] | None = None,
+) -> list[BenchEntry]:
+    """Convert every problem with the test-time search; the winning modules land in
+    `out/candidates/`, so a later `--candidates` run can re-verify them."""
+    from .search import Search
+
+    folder = out / "candidates"
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def one(problem: Problem) -> BenchEntry:
+        search = Search(problem, verifier, search_config)
+        for _ in search.run():
+            pass
+        r = search.result
+        path = None
+        if r.correct:
+            path = folder / f"{problem.name}.py"
+            path.write_text(r.source)
+        # the entry's verdict: the winner's, else the last whole-module attempt's
+        verdict = r.verdict or next((a.verdict for a in reversed(r.attempts) if a.fragment == "whole module"), None)
+        return BenchEntry(problem, path, verdict, round(r.seconds, 2), r.plan, r.reason)
+
+    return _parallel(problems, one, verifier.config.workers, progress)
+
+
+def _parallel(problems, one, workers, progress) -> list[BenchEntry]:
     entries: list[BenchEntry | None] = [None] * len(problems)
     done = 0
     lock = threading.Lock()
 
-    def one(i: int) -> None:
+    def run(i: int) -> None:
         nonlocal done
-        problem = problems[i]
-        path = find_candidate(candidates, problem)
-        verdict = verifier.verify(problem, path.read_text()) if path else None
-        entry = BenchEntry(problem, path, verdict)
+        entry = one(problems[i])
         with lock:
             entries[i] = entry
             done += 1
             if progress:
                 progress(done, len(problems), entry)
 
-    with ThreadPoolExecutor(max_workers=verifier.config.workers) as pool:
-        list(pool.map(one, range(len(problems))))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(run, range(len(problems))))
     return entries  # type: ignore[return-value]
 
 
@@ -101,6 +142,10 @@ def summarize(entries: list[BenchEntry]) -> dict:
         summary[f"timed_{baseline}"] = len(timed)
     times = sorted(e.verdict.elapsed_s for e in entries if e.verdict)
     summary["median_verify_s"] = times[len(times) // 2] if times else None
+    searches = sorted(e.search_s for e in entries if e.search_s is not None)
+    if searches:
+        summary["median_search_s"] = searches[len(searches) // 2]
+        summary["total_search_s"] = round(sum(searches), 1)
     return summary
 
 
@@ -116,17 +161,22 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
                      f"{summary['fast_p_compile'][str(p)]:.1%} |")
     lines.append(f"| geomean speedup (correct, timed) | {_fmt(summary['geomean_speedup_eager'], '.2f', 'x')} | "
                  f"{_fmt(summary['geomean_speedup_compile'], '.2f', 'x')} |")
-    lines += ["", "| problem | status | vs eager | vs compile | Triton share | verify s | reason |",
+    if "median_search_s" in summary:
+        lines.append(f"\nSearch time per problem: median {summary['median_search_s']:.1f} s, "
+                     f"total {summary['total_search_s']:.0f} s.")
+    lines += ["", "| problem | status | vs eager | vs compile | Triton share | s | plan or reason |",
               "|---|---|---|---|---|---|---|"]
     for e in entries:
         v = e.verdict
         if v is None:
-            lines.append(f"| {e.problem.name} | missing | - | - | - | - | no candidate file |")
+            why = e.reason or "no candidate file"
+            lines.append(f"| {e.problem.name} | missing | - | - | - | - | {why.replace('|', '/')[:160]} |")
             continue
-        reason = (v.reasons[0] if v.reasons else "; ".join(v.flags)).replace("|", "/")[:160]
+        reason = (v.reasons[0] if v.reasons else e.plan or "; ".join(v.flags)).replace("|", "/")[:160]
+        seconds = e.search_s if e.search_s is not None else v.elapsed_s
         lines.append(f"| {e.problem.name} | {v.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
                      f"{_fmt(v.speedup_compile, '.2f', 'x')} | {_fmt(v.triton_share, '.0%')} | "
-                     f"{v.elapsed_s:.1f} | {reason} |")
+                     f"{seconds:.1f} | {reason} |")
     return "\n".join(lines) + "\n"
 
 

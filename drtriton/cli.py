@@ -92,7 +92,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from .bench import run_bench, summarize, write_report
+    from .bench import run_bench, run_search_bench, summarize, write_report
 
     try:
         problems = load_problems(args.problems)
@@ -103,20 +103,32 @@ def cmd_bench(args) -> int:
         problems = [p for p in problems if p.meta.get("problem_id") in wanted]
     if args.limit:
         problems = problems[: args.limit]
-    candidates = Path(args.candidates)
-    if not candidates.is_dir():
-        raise UsageError(f"--candidates {candidates}: not a folder")
+    if (args.candidates is None) == (args.policy is None):
+        raise UsageError("give either --candidates DIR (verify those) or --policy builtin (convert each)")
+    if args.policy not in (None, "builtin"):
+        raise UsageError(f"--policy {args.policy}: this build has only the built-in policy")
+    out = Path(args.out)
 
     def progress(done, total, entry):
         v = entry.verdict
-        what = "no candidate" if v is None else v.summary
+        what = entry.reason or "no candidate" if v is None else v.summary
         _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
 
     with _make_verifier(args) as verifier:
-        entries = run_bench(problems, candidates, verifier, progress)
+        if args.candidates is not None:
+            candidates = Path(args.candidates)
+            if not candidates.is_dir():
+                raise UsageError(f"--candidates {candidates}: not a folder")
+            entries = run_bench(problems, candidates, verifier, progress)
+            what = f"candidates in {candidates}"
+        else:
+            from .search import SearchConfig
+
+            entries = run_search_bench(problems, verifier, SearchConfig(mode=args.mode, budget_s=args.budget),
+                                       out, progress)
+            what = f"built-in policy with search, budget {args.budget:g} s"
     summary = summarize(entries)
-    out = Path(args.out)
-    write_report(entries, summary, out, f"drtriton bench: {args.problems} ({verifier.device}, {args.mode})")
+    write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "
           f"fast_1 vs eager {summary['fast_p_eager']['1.0']:.1%}, "
           f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%}; report in {out}/report.md")
@@ -199,7 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
     p.add_argument("problems", help="KernelBench JSONL, a folder of problem files, or one file")
-    p.add_argument("--candidates", required=True, help="folder with <name>.py or level<L>/<name>.py")
+    p.add_argument("--candidates", help="verify the modules in this folder (<name>.py or level<L>/<name>.py)")
+    p.add_argument("--policy", help="or convert each problem with this policy (builtin) and verify the result")
+    p.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="search time per problem")
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
     p.add_argument("--ids", help="only these problem ids (comma-separated)")
     p.add_argument("--limit", type=int, help="only the first N problems")
