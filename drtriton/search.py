@@ -118,7 +118,7 @@ class Search:
         covered = sum(1 for n in program.nodes if n.op is not None)
         yield Event("status", {"message": f"captured {len(program.nodes)} operators "
                                           f"({covered} in the vocabulary)"})
-        best: tuple[Candidate, Verdict] | None = None
+        self.best: tuple[Candidate, Verdict] | None = None
         cuts = self.builtin.cuts(program)
         fragment_choice: dict[str, int | None] = {}
         for cut_index, frags in enumerate(cuts):
@@ -127,6 +127,16 @@ class Search:
                 break
             yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
                                               + "; ".join(f.label for f in frags if f.kind != 'view')})
+            # 1. the plan as first written (each fragment's first variant), verified whole
+            first = {i: (0 if self.builtin.variants(program, f) else PYTORCH) for i, f in enumerate(frags)}
+            verdict = yield from self._plan(program, frags, first, cut, cut_index)
+            if verdict is not None and verdict.correct and not self.cuda:
+                break  # no timing without CUDA: the first correct module wins
+            refinable = any(self.builtin.variants(program, f) > 1 for f in frags)
+            if (verdict is not None and verdict.correct and not refinable) or self._exhausted():
+                continue
+            # 2. per fragment: variants verified alone, the fastest correct kept (this also
+            #    finds which fragment failed, and lets mixed mode leave just that one to PyTorch)
             choices: dict[int, int | None] = {}
             for i, frag in enumerate(frags):
                 if frag.kind in ("view", "torch"):
@@ -134,38 +144,38 @@ class Search:
                 if self.builtin.variants(program, frag) == 0:
                     choices[i] = PYTORCH
                     continue
-                task_key = None
                 try:
                     task = fragment_task(program, frag, self.problem)
-                    task_key = task.key
-                except Exception:  # a fragment we cannot pose alone: the whole plan decides
-                    task = None
-                if task_key in fragment_choice:
-                    choices[i] = fragment_choice[task_key]
+                except Exception:  # a fragment we cannot pose alone: keep its first variant
+                    choices[i] = 0
                     continue
-                choice = 0 if task is None else (yield from self._fragment(program, frag, task))
-                if task_key is not None:
-                    fragment_choice[task_key] = choice
-                choices[i] = choice
-            try:
-                cand = self.builtin.assemble(self.problem, program, frags, lambda i, f: choices.get(i, 0),
-                                             self.config.mode, cut)
-            except Unsupported as e:
-                yield Event("status", {"message": f"plan {cut_index + 1} not possible in "
-                                                  f"{self.config.mode} mode: {e}"})
-                continue
-            verdict = yield from self._verify(self.problem, cand, "whole module")
-            if verdict.correct and (best is None or _faster(verdict, best[1])):
-                best = (cand, verdict)
-                yield Event("best", {"source": cand.source, "plan": cand.description,
-                                     "summary": verdict.summary, "verdict": verdict.to_dict()})
-                if not self.cuda:
-                    break  # no timing without CUDA: the first correct module wins
-        if best is None:
-            reason = self._why_none()
-            yield from self._done(None, None, "", reason)
+                if task.key not in fragment_choice:
+                    fragment_choice[task.key] = yield from self._fragment(program, frag, task)
+                choices[i] = fragment_choice[task.key]
+            if any(choices.get(i, first[i]) != first[i] for i in first):
+                verdict = yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
+                if verdict is not None and verdict.correct and not self.cuda:
+                    break
+        if self.best is None:
+            yield from self._done(None, None, "", self._why_none())
         else:
-            yield from self._done(best[0], best[1], best[0].description, "")
+            yield from self._done(self.best[0], self.best[1], self.best[0].description, "")
+
+    def _plan(self, program: Program, frags, choices: dict, cut: str, cut_index: int) -> Iterator[Event]:
+        """Assemble a plan from per-fragment choices and verify it whole; None if this mode
+        cannot run it."""
+        try:
+            cand = self.builtin.assemble(self.problem, program, frags, lambda i, f: choices.get(i, 0),
+                                         self.config.mode, cut)
+        except Unsupported as e:
+            yield Event("status", {"message": f"plan {cut_index + 1} not possible in {self.config.mode} mode: {e}"})
+            return None
+        verdict = yield from self._verify(self.problem, cand, "whole module")
+        if verdict.correct and (self.best is None or _faster(verdict, self.best[1])):
+            self.best = (cand, verdict)
+            yield Event("best", {"source": cand.source, "plan": cand.description,
+                                 "summary": verdict.summary, "verdict": verdict.to_dict()})
+        return verdict
 
     def _fragment(self, program: Program, frag, task) -> Iterator[Event]:
         """Verify the fragment's variants alone; return the fastest correct one (first on CPU),
