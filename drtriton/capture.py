@@ -89,6 +89,8 @@ class CaptureError(Exception):
 def capture_module(model, inputs: list) -> Graph:
     """Trace `model(*inputs)`. Inputs and parameters may live on the meta device (no memory,
     no compute); constants the forward creates are then unknown (`literal` None)."""
+    import inspect
+
     import torch
 
     try:
@@ -96,7 +98,36 @@ def capture_module(model, inputs: list) -> Graph:
     except Exception as e:  # data-dependent control flow, unsupported Python, ...
         raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
-    return _convert(ep)
+    graph = _convert(ep)
+    # torch.export lower-cases placeholder names (forward(self, A, B) gives "a", "b"); generated
+    # code must use forward's own parameter names.
+    params = [p.name for p in inspect.signature(model.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return _rename_inputs(graph, dict(zip(graph.inputs, params)))
+
+
+def _rename_inputs(graph: Graph, names: dict[str, str]) -> Graph:
+    names = {old: new for old, new in names.items() if old != new}
+    if not names:
+        return graph
+
+    def ren(a):
+        if isinstance(a, dict) and "value" in a:
+            return {"value": names.get(a["value"], a["value"])}
+        if isinstance(a, list):
+            return [ren(x) for x in a]
+        return a
+
+    values = {}
+    for key, v in graph.values.items():
+        if key in names:
+            v.name = names[key]
+        values[names.get(key, key)] = v
+    for n in graph.nodes:
+        n.args = ren(n.args)
+        n.kwargs = {k: ren(a) for k, a in n.kwargs.items()}
+    return Graph(values, graph.nodes, [names.get(i, i) for i in graph.inputs],
+                 [names.get(o, o) for o in graph.outputs])
 
 
 def unknown_constants(graph: Graph) -> list[str]:

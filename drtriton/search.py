@@ -204,7 +204,7 @@ class Search:
             return []
         out = []
         sub = Program(task.graph)
-        sub_frags = sub.fragments(fuse=True)
+        sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
         for variant in range(self.builtin.variants(program, frag)):
             try:
                 cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v, "strict")

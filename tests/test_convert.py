@@ -182,3 +182,26 @@ def test_convert_cli_exit_codes(tmp_path):
     r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "gate.py", "--out", "gate.py"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and "overwrite" in r.stderr
+
+
+UPPERCASE_ARGS = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, A, B):
+            return torch.matmul(A, B).relu()
+
+    def get_inputs():
+        return [torch.randn(16, 24), torch.randn(24, 8)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
+def test_forward_argument_names_are_kept(cpu_verifier):
+    """torch.export lower-cases placeholder names; the generated forward must still use A, B."""
+    result, _ = convert(cpu_verifier, UPPERCASE_ARGS)
+    assert result.correct, result.reason
+    assert "def forward(self, A, B):" in result.source

@@ -15,16 +15,37 @@ from typing import Callable, Iterator
 from ..capture import Graph
 from ..problem import Problem
 from .emit import Emitted, Names, Unsupported
-from .emit import elementwise, matmul, pytorch, rows
+from .emit import attention, batchnorm, conv, elementwise, loss, matmul, pool, pytorch, rows, scan
 from .module import assemble
 from .program import Fragment, Program
 
+
+class _ByOp:
+    """An emitter for a kind whose anchors need different templates: routes by anchor op."""
+
+    def __init__(self, default, **by_op):
+        self.default, self.by_op = default, by_op
+
+    def _pick(self, frag: Fragment):
+        return self.by_op.get(frag.anchor.op if frag.anchor is not None else None, self.default)
+
+    def configs(self, program: Program, frag: Fragment) -> list[dict]:
+        return self._pick(frag).configs(program, frag)
+
+    def emit(self, program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+        return self._pick(frag).emit(program, frag, config, names, device=device)
+
+
 EMITTERS = {
     "pointwise": elementwise,
-    "matmul": matmul,
+    "matmul": _ByOp(matmul, scaled_dot_product_attention=attention),
     "reduction": rows,
     "softmax": rows,
-    "norm": rows,
+    "norm": _ByOp(rows, batch_norm=batchnorm),
+    "conv": conv,
+    "pool": pool,
+    "scan": scan,
+    "loss": loss,
 }
 
 PYTORCH = None  # the choice "run this fragment as PyTorch"
@@ -50,14 +71,15 @@ def _emitter(frag: Fragment):
 
 
 def _split(frag: Fragment) -> list[Fragment]:
-    """An anchor fragment taken apart: the prologue and epilogue as pointwise fragments around
-    the anchor alone (which then runs as PyTorch)."""
-    parts = []
-    if frag.prologue:
-        parts.append(Fragment(list(frag.prologue), None, "pointwise"))
-    parts.append(Fragment([frag.anchor], None, "torch"))
-    if frag.epilogue:
-        parts.append(Fragment(list(frag.epilogue), None, "pointwise"))
+    """An anchor fragment taken apart, in order: the prologue and epilogue as pointwise
+    fragments, the anchor (with the nodes folded in next to it: flips, broadcasts) as PyTorch."""
+    parts: list[Fragment] = []
+    for node in frag.nodes:
+        kind = "pointwise" if node in frag.prologue or node in frag.epilogue else "torch"
+        if parts and parts[-1].kind == kind:
+            parts[-1].nodes.append(node)
+        else:
+            parts.append(Fragment([node], None, kind))
     return parts
 
 
@@ -73,6 +95,8 @@ class BuiltinPolicy:
         out, seen = [], []
         for fuse in (True, False):
             frags = program.fragments(fuse=fuse)
+            if fuse:  # flips along a scanned axis, broadcasts before a loss: folded into the anchor
+                frags = loss.absorb_broadcasts(program, scan.absorb_flips(program, frags))
             labels = [f.label for f in frags]
             if labels not in seen:
                 seen.append(labels)

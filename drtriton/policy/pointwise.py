@@ -134,9 +134,9 @@ class PointwiseBlock:
         return template.format(**fields)
 
     # -- launcher side -----------------------------------------------------------------------
-    def launch_args(self, out: str) -> tuple[list[str], list[str]]:
-        """(lines before the launch, argument expressions) for the operands, broadcast to the
-        shape of tensor `out` (a forward variable)."""
+    def launch_args(self, shape: str) -> tuple[list[str], list[str]]:
+        """(lines before the launch, argument expressions) for the operands, broadcast to
+        `shape` (a forward expression such as `out.shape`)."""
         prelude, args = [], []
         for v in self.operands:
             e = self.program.expr(v)
@@ -145,6 +145,6 @@ class PointwiseBlock:
                 prelude.append(f"{local} = {e}.contiguous()")
                 args.append(local)
             else:  # broadcast axes get stride 0
-                prelude.append(f"{local} = {e}.expand({out}.shape)")
+                prelude.append(f"{local} = {e}.expand({shape})")
                 args += [local, f"*{local}.stride()"]
         return prelude, args

@@ -1,9 +1,12 @@
-"""Kernel emitters: one module per kind of fragment, each turning a fragment and a launch
-configuration into Triton kernel sources plus the forward lines that allocate and launch.
+"""Kernel emitters: one module per kind of fragment, each turning a fragment and a variant into
+Triton kernel sources plus the forward lines that allocate and launch.
 
-An emitter is a module-level object with `configs(program, fragment)` (its launch-configuration
-space, best guess first) and `emit(program, fragment, config, names)` returning `Emitted`, or
-None when it cannot handle this fragment (the planner then tries other cuts or PyTorch).
+An emitter is a module with `configs(program, fragment)` (its variants, best guess first: e.g.
+the dot precision; block sizes are left to `@triton.autotune`) and
+`emit(program, fragment, config, names, device)` returning `Emitted`, or raising `Unsupported`
+(the planner then tries other cuts or, in mixed mode, PyTorch).
+
+The small code-writing helpers every emitter shares live here.
 """
 
 from __future__ import annotations
@@ -35,3 +38,43 @@ class Names:
             name, i = f"{base}{i}", i + 1
         self.used.add(name)
         return name
+
+
+def autotune(configs: list[dict], key: list[str], device: str) -> list[str]:
+    """An @triton.autotune decorator over `configs` (dicts of meta-parameters plus num_warps and
+    optionally num_stages); off the GPU only the first, so the interpreter never benchmarks."""
+    configs = configs if device == "cuda" else configs[:1]
+    lines = ["@triton.autotune(", "    configs=["]
+    for c in configs:
+        meta = ", ".join(f'"{k}": {v}' for k, v in c.items() if k not in ("num_warps", "num_stages"))
+        extra = f", num_stages={c['num_stages']}" if "num_stages" in c else ""
+        lines.append(f"        triton.Config({{{meta}}}, num_warps={c.get('num_warps', 4)}{extra}),")
+    keys = ", ".join(f'"{k}"' for k in key)
+    return lines + ["    ],", f"    key=[{keys}],", ")"]
+
+
+def pow2(n: int) -> int:
+    """The smallest power of two >= n (Triton block sizes)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+def paren(expr: str) -> str:
+    return expr if expr.isidentifier() or expr.isdigit() else f"({expr})"
+
+
+def affine(var: str, scale: int, shift: int) -> str:
+    """`var * scale + shift`, written without the no-op parts."""
+    e = var if scale == 1 else f"{var} * {scale}"
+    return e if shift == 0 else (f"{e} + {shift}" if shift > 0 else f"{e} - {-shift}")
+
+
+def input_launch(program, prologue, x: str) -> tuple[list[str], str, list[str]]:
+    """Forward lines for an anchor's main input: `_xs` (its shape), the device, and the kernel
+    arguments. With a `prologue` block, X is computed in the kernel from the block's operands
+    (broadcast through strides); without (None), X itself, made contiguous."""
+    if prologue is None:
+        return [f"_x = {program.expr(x)}.contiguous()", "_xs = _x.shape"], "_x.device", ["_x"]
+    shapes = ", ".join(f"{program.expr(v)}.shape" for v in prologue.operands)
+    lines = [f"_xs = torch.broadcast_shapes({shapes})"]
+    pre, args = prologue.launch_args("_xs")
+    return lines + pre, f"{program.expr(prologue.operands[0])}.device", args

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, autotune
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
-BLOCKS = [(1024, 4), (2048, 8), (4096, 8), (512, 4)]
+BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
     return [{}]
-
-
-def autotune(blocks: list[tuple[int, int]], key: str, device: str) -> list[str]:
-    """An @triton.autotune decorator over BLOCK sizes (one config off the GPU)."""
-    blocks = blocks if device == "cuda" else blocks[:1]
-    lines = ["@triton.autotune(", "    configs=["]
-    lines += [f'        triton.Config({{"BLOCK": {b}}}, num_warps={w}),' for b, w in blocks]
-    return lines + ["    ],", f'    key=["{key}"],', ")"]
 
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
@@ -41,7 +33,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     params = block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
     space = IndexSpace(rank, "offs", "mask", sizes)
     body = block.emit(space, {})
-    kernel = autotune(BLOCKS, "n", device) + [
+    kernel = autotune(BLOCKS, ["n"], device) + [
         "@triton.jit",
         f"def {name}({', '.join(params)}, BLOCK: tl.constexpr):",
         f"    # {frag.label}, fused: one pass over {'x'.join(map(str, shape)) or 'a scalar'} elements",
@@ -54,7 +46,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines = [f"# {frag.label}: Triton, one kernel"]
     for o, v in zip(outs, stores):
         lines.append(f"{o} = torch.empty({ref}, device={_device(program, frag)}, dtype={program.values[v].dtype})")
-    prelude, args = block.launch_args(outs[0])
+    prelude, args = block.launch_args(f"{outs[0]}.shape")
     lines += prelude
     lines.append(f"_n = {outs[0]}.numel()")
     size_args = [f"*{outs[0]}.shape[1:]"] if rank > 1 else []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, autotune
 
 # Launch configurations the autotuner chooses from on the GPU (the first is used on the CPU).
 TILES = [
@@ -74,13 +74,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     params = (["a_ptr", "b_ptr"] + (["bias_ptr"] if bias else []) + epi.params() + [f"{o}_out" for o in outs]
               + ["M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", "stride_bk", "stride_bn"] + sizes)
-    tiles = TILES if device == "cuda" else TILES[:1]
-    decorator = ["@triton.autotune(", "    configs=["]
-    for t in tiles:
-        meta = ", ".join(f'"{k}": {v}' for k, v in t.items() if k not in ("num_warps", "num_stages"))
-        decorator.append(f"        triton.Config({{{meta}, \"GROUP_M\": 8}}, num_warps={t['num_warps']}, "
-                         f"num_stages={t['num_stages']}),")
-    decorator += ["    ],", '    key=["M", "N", "K"],', ")"]
+    decorator = autotune([{**t, "GROUP_M": 8} for t in TILES], ["M", "N", "K"], device)
     kernel = decorator + [
         "@triton.jit",
         f"def {name}({', '.join(params)}, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
@@ -128,7 +122,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     shape_src = f"(*{ea}.shape[:-1], _N)"
     for o in outs:
         lines.append(f"{o} = torch.empty({shape_src}, device={ea}.device, dtype=torch.float32)")
-    prelude, args = epi.launch_args(outs[0])
+    prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     call = ["_a", eb] + ([program.expr(bias)] if bias else []) + args + outs + \
            ["_M", "_N", "_K", "_saz", "_sam", "_sak", "_sbz", "_sbk", "_sbn"]

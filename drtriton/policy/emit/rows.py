@@ -18,7 +18,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, input_launch, pow2
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm"}
 SOFTMAXES = {"softmax", "log_softmax"}
@@ -188,7 +188,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if op == "prod":
         helpers = ["@triton.jit", "def _mul(a, b):", "    return a * b"]
     block_r = 64 if I > 1 else 1024
-    block_i = min(64, _pow2(I)) if I > 1 else 1
+    block_i = min(64, pow2(I)) if I > 1 else 1
     kernel = [
         "@triton.jit",
         f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
@@ -198,31 +198,19 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     kernels = (["\n".join(helpers)] if helpers else []) + ["\n".join(kernel)]
 
     # launcher
-    ex = program.expr(x)
     lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}"]
-    if frag.prologue:  # X is computed on the fly from the prologue's operands
-        shapes = ", ".join(f"{program.expr(v)}.shape" for v in pro.operands)
-        lines.append(f"_xs = torch.broadcast_shapes({shapes})")
-        device = f"{program.expr(pro.operands[0])}.device"
-    else:
-        lines.append(f"_x = {ex}.contiguous()")
-        lines.append("_xs = _x.shape")
-        device = "_x.device"
+    pre, device, args = input_launch(program, pro if frag.prologue else None, x)
+    lines += pre
     lines.append(f"_O, _R, _I = {_launch_dims(op, first, last, groups)}")
     dtype = "torch.int64" if op in ("argmax", "argmin") else "torch.float32"
     out_src = _out_shape_source(op, node, first, last, rank)
     for o_name in outs:
         lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={dtype})")
-    if frag.prologue:
-        pre, args = _prologue_args(program, pro, "_xs")
-        lines += pre
-    else:
-        args = ["_x"]
     if affine:
         args.append(program.expr(ins[1]))
         if has_bias:
             args.append(program.expr(ins[2]))
-    pre, a = epi.launch_args(outs[0])
+    pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     args += a + outs + ["_R", "_I", "*_xs[1:]"]
     if len(out_shape) > 1:
@@ -233,10 +221,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines.append(f"_BI = {block_i} if _I > 1 else 1")
     lines.append(f"{name}[(_O, triton.cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
     return Emitted(kernels, lines)
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def _eps(node) -> float:
@@ -271,20 +255,6 @@ def _out_shape_source(op: str, node, first: int, last: int, rank: int) -> str:
     if node.attrs.get("keepdim"):
         return f"(*_xs[:{first}], {', '.join('1' for _ in range(first, last + 1))}, *_xs[{last + 1}:])"
     return f"(*_xs[:{first}], *_xs[{last + 1}:])"
-
-
-def _prologue_args(program: Program, pro: PointwiseBlock, shape: str) -> tuple[list[str], list[str]]:
-    prelude, args = [], []
-    for v in pro.operands:
-        e = program.expr(v)
-        local = f"_{pro.local[v]}"
-        if pro.full(v):
-            prelude.append(f"{local} = {e}.contiguous()")
-            args.append(local)
-        else:
-            prelude.append(f"{local} = {e}.expand({shape})")
-            args += [local, f"*{local}.stride()"]
-    return prelude, args
 
 
 def _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank) -> list[str]:

@@ -1,0 +1,152 @@
+"""Scaled dot-product attention, flash-attention style: softmax(q k^T / sqrt(D)) v, optionally
+causal, without materialising the L x S scores.
+
+A program owns BLOCK_M query rows of one (batch, head) and BLOCK_DV columns of the output. It
+walks the keys in BLOCK_N blocks: scores s = q k^T (a loop over D in BLOCK_D chunks when the head
+is wide), then the online softmax keeps a running row maximum m and sum l and rescales the
+accumulator, acc = acc * exp(m_old - m_new) + p v; one division at the end. Exponentials are
+base 2 with log2(e) folded into the scale. fp32 stays fp32: `tl.dot` runs with input_precision
+"ieee", or "tf32x3" as the faster variant. Wide value heads (KernelBench's D = 1024) are split
+over programs in BLOCK_DV columns, each recomputing its scores (registers bound the accumulator).
+Causal attention stops at the diagonal block and masks inside it (PyTorch's top-left aligned
+mask: key j is visible to query i when j <= i).
+"""
+
+from __future__ import annotations
+
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import Emitted, Names, Unsupported
+from . import autotune
+
+# The autotuner's choices on the GPU (the first is used in the interpreter)
+TILES = [
+    {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
+    {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
+]
+LOG2E = 1.4426950408889634
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    return [{"precision": "ieee"}, {"precision": "tf32x3"}]
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    if node.op != "scaled_dot_product_attention":
+        raise Unsupported(node.op)
+    if frag.prologue:
+        raise Unsupported("a prologue before attention")
+    q, k, v = program.inputs_of(node)[:3]
+    shapes = [list(program.values[t].shape) for t in (q, k, v)]
+    if any(program.values[t].dtype != "torch.float32" for t in (q, k, v)):
+        raise Unsupported("non-fp32 attention")
+    if any(len(s) != len(shapes[0]) or not 2 <= len(s) <= 4 for s in shapes):
+        raise Unsupported("attention operands of ranks other than 2-4, or of different ranks")
+    out = node.outputs[0]
+    so = list(program.values[out].shape)
+    inside = {n.name for n in frag.nodes}
+    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
+    if any(list(program.values[o].shape) != so for o in stores):
+        raise Unsupported("the epilogue changes the shape")
+    epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"q_ptr", "k_ptr", "v_ptr"})
+    causal = bool(node.attrs.get("is_causal"))
+    prec = config["precision"]
+    name = names.kernel(frag.label)
+    outs = [program.expr(o) for o in stores]
+    rank = len(so)
+    sizes = [f"osize{d}" for d in range(1, rank)]
+    strides = [f"s{t}_{a}" for t in "qkv" for a in ("b", "h", "l", "d")]
+    params = ["q_ptr", "k_ptr", "v_ptr"] + epi.params() + [f"{o}_out" for o in outs]
+    params += ["H", "L", "S", "D", "DV", "qk_scale"] + strides + (sizes if frag.epilogue else [])
+
+    env = {out: "res"}
+    epi_lines = epi.emit(IndexSpace(rank, "o_offs", "o_mask", sizes), env)
+    body = [
+        "pid_m = tl.program_id(0)",
+        "z = tl.program_id(1)  # batch * H + head",
+        "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+        "rdv = tl.program_id(2) * BLOCK_DV + tl.arange(0, BLOCK_DV)",
+        "rd = tl.arange(0, BLOCK_D)",
+        "m_ok = rm < L",
+        "q_rows = q_ptr + (z // H).to(tl.int64) * sq_b + (z % H).to(tl.int64) * sq_h + rm[:, None].to(tl.int64) * sq_l",
+        "k_base = k_ptr + (z // H).to(tl.int64) * sk_b + (z % H).to(tl.int64) * sk_h",
+        "v_base = v_ptr + (z // H).to(tl.int64) * sv_b + (z % H).to(tl.int64) * sv_h",
+        "if ONE_D_BLOCK:  # the whole head fits one block: q stays in registers",
+        "    q = tl.load(q_rows + rd[None, :] * sq_d, mask=m_ok[:, None] & (rd < D)[None, :], other=0.0)",
+        'm_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)',
+        "l_i = tl.zeros((BLOCK_M,), tl.float32)",
+        "acc = tl.zeros((BLOCK_M, BLOCK_DV), tl.float32)",
+    ]
+    if causal:
+        body.append("hi = tl.minimum(S, (pid_m + 1) * BLOCK_M)  # no key block past the diagonal")
+    body += [
+        f"for n0 in range(0, {'hi' if causal else 'S'}, BLOCK_N):",
+        "    rn = n0 + tl.arange(0, BLOCK_N)",
+        "    n_ok = rn < S",
+        "    k_cols = k_base + rn[None, :].to(tl.int64) * sk_l",
+        "    if ONE_D_BLOCK:",
+        "        kt = tl.load(k_cols + rd[:, None] * sk_d, mask=(rd < D)[:, None] & n_ok[None, :], other=0.0)",
+        f'        s = tl.dot(q, kt, input_precision="{prec}")',
+        "    else:  # a wide head: the scores accumulate over D in BLOCK_D chunks",
+        "        s = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)",
+        "        for d0 in range(0, D, BLOCK_D):",
+        "            d = d0 + rd",
+        "            qc = tl.load(q_rows + d[None, :] * sq_d, mask=m_ok[:, None] & (d < D)[None, :], other=0.0)",
+        "            kt = tl.load(k_cols + d[:, None] * sk_d, mask=(d < D)[:, None] & n_ok[None, :], other=0.0)",
+        f'            s += tl.dot(qc, kt, input_precision="{prec}")',
+        "    s = s * qk_scale  # 1/sqrt(D) and log2(e): base-2 exponentials below",
+        "    visible = n_ok[None, :]" + (" & (rn[None, :] <= rm[:, None])" if causal else ""),
+        '    s = tl.where(visible, s, float("-inf"))',
+        "    m_new = tl.maximum(m_i, tl.max(s, axis=1))",
+        '    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing visible yet',
+        "    alpha = tl.exp2(m_i - m_safe)",
+        "    p = tl.exp2(s - m_safe[:, None])",
+        "    l_i = l_i * alpha + tl.sum(p, axis=1)",
+        "    vv = tl.load(v_base + rn[:, None].to(tl.int64) * sv_l + rdv[None, :] * sv_d,",
+        "                 mask=n_ok[:, None] & (rdv < DV)[None, :], other=0.0)",
+        f'    acc = acc * alpha[:, None] + tl.dot(p, vv, input_precision="{prec}")',
+        "    m_i = m_new",
+        "res = acc / l_i[:, None]",
+        "o_mask = m_ok[:, None] & (rdv < DV)[None, :]",
+        "o_offs = (z.to(tl.int64) * L + rm[:, None]) * DV + rdv[None, :]",
+        *epi_lines,
+        *(f"tl.store({o}_out + o_offs, {env[s]}, mask=o_mask)" for o, s in zip(outs, stores)),
+    ]
+    kernel = autotune(TILES, ["L", "S", "D", "DV"], device) + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, "
+        "BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, ONE_D_BLOCK: tl.constexpr):",
+        f"    # {'causal ' if causal else ''}attention, online softmax over key blocks; a program per "
+        "(BLOCK_M queries, batch x head, BLOCK_DV output columns)",
+        *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
+        *(f"    {line}" for line in body),
+    ]
+
+    # launcher: (..., L, D) operands viewed as (B, H, L, D), broadcast batch dims stride 0
+    lead = {4: "", 3: "[None]", 2: "[None, None]"}[len(shapes[0])]
+    eq, ek, ev = (program.expr(t) for t in (q, k, v))
+    fused = " with a fused epilogue" if frag.epilogue else ""
+    lines = [f"# {frag.label}: Triton, flash attention (tl.dot {prec}){fused}",
+             f"_q = {eq}{lead}",
+             f"_k = {ek}{lead}.expand(*_q.shape[:2], *{ek}.shape[-2:])",
+             f"_v = {ev}{lead}.expand(*_q.shape[:2], *{ev}.shape[-2:])",
+             "_B, _H, _L, _D = _q.shape",
+             "_S, _DV = _v.shape[-2:]"]
+    for o in outs:
+        lines.append(f"{o} = torch.empty((*{eq}.shape[:-1], _DV), device={eq}.device, dtype=torch.float32)")
+    prelude, args = epi.launch_args(f"{outs[0]}.shape")
+    lines += prelude
+    lines += [
+        "_BD = max(16, triton.next_power_of_2(_D)) if _D <= 128 else 64  # one block for heads up to 128",
+        "_BDV = max(16, min(triton.next_power_of_2(_DV), 128))",
+        f"_grid = lambda meta: (triton.cdiv(_L, meta['BLOCK_M']), _B * _H, triton.cdiv(_DV, _BDV))",
+    ]
+    call = ["_q", "_k", "_v"] + args + outs + ["_H", "_L", "_S", "_D", "_DV", f"_D ** -0.5 * {LOG2E!r}",
+                                               "*_q.stride()", "*_k.stride()", "*_v.stride()"]
+    if frag.epilogue and rank > 1:
+        call.append(f"*{outs[0]}.shape[1:]")
+    lines.append(f"{name}[_grid]({', '.join(call)}, BLOCK_D=_BD, BLOCK_DV=_BDV, ONE_D_BLOCK=_D <= _BD)")
+    return Emitted(["\n".join(kernel)], lines)

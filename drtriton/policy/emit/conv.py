@@ -1,0 +1,492 @@
+"""Convolutions: conv1d/2d/3d and conv_transpose1d/2d/3d, one template for all six.
+
+Implicit GEMM. Per group g, out[n, g*OCg + co, pos] = sum_k W[co, k] * X[k, (n, pos)], where k
+runs over (c, taps): the group's ICg input channels times the kernel's taps, and X[k, (n, pos)]
+is the input element that tap reads for that output position. X is gathered from x as it is
+needed (padding and borders masked to zero), never materialised as im2col. A program computes a
+tile of BLOCK_N output channels x BLOCK_M output positions (n, spatial...) with `tl.dot` over
+BLOCK_K steps of k. The tile is held as channels x positions because positions are the
+contiguous axis of NC(D)HW: the gathered loads of x and the store then run along memory. The
+channel tile stays inside one group (grid axis 1).
+
+Transposed convolutions use the same template. Output o receives input i through tap k when
+o = i*s - p + k*d. Visiting every tap and masking those where o + p - k*d is not a multiple of s
+would throw away all but 1/s of the work per axis; instead the outputs are split by residue
+r = o mod s (grid axis 2). Within a class exactly the taps k = k0 + t*(s/e), e = gcd(s, d),
+contribute, and for o = r + j*s they read i = j + q - t*(d/e): every class is a dense implicit
+GEMM with its own, smaller K.
+
+Depthwise convolutions (one input channel per group) make a degenerate GEMM (N = output
+channels per group, usually 1): they accumulate directly instead, acc[oc, pos] +=
+w[oc, tap] * x[oc // OCg, window(pos) + tap] over the taps, with a channel tile that crosses
+groups.
+
+fp32 throughout: `tl.dot` runs with input_precision "ieee", or "tf32x3" (three TF32 products,
+fp32 accuracy on the tensor cores). Bias and the fragment's epilogue run on the accumulator
+before the single store. Channel counts, kernel, stride, padding and dilation are module
+constants baked into the kernel; the batch and spatial sizes are run-time arguments, and the
+launcher computes the output sizes from the input's shape with PyTorch's formulas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import Emitted, Names, Unsupported
+from . import affine, autotune, paren, pow2
+
+OPS = {"conv1d": (1, False), "conv2d": (2, False), "conv3d": (3, False),
+       "conv_transpose1d": (1, True), "conv_transpose2d": (2, True), "conv_transpose3d": (3, True)}
+AXES = {1: "w", 2: "hw", 3: "dhw"}  # the spatial axes, outermost first (not "l": its tap would be "tl")
+
+# Launch configurations the autotuner picks from on the GPU, clipped to the problem (a channel
+# tile no wider than the group, a K step no longer than K). Off the GPU one config, with large
+# blocks: the interpreter pays per loop step, not per element.
+GEMM_TILES = [
+    {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 4},
+    {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2},
+]
+DIRECT_TILES = [
+    {"BLOCK_M": 256, "BLOCK_N": 8, "num_warps": 4},
+    {"BLOCK_M": 128, "BLOCK_N": 16, "num_warps": 4},
+    {"BLOCK_M": 512, "BLOCK_N": 4, "num_warps": 4},
+    {"BLOCK_M": 256, "BLOCK_N": 16, "num_warps": 8},
+]
+CPU_GEMM_TILE = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64}
+CPU_DIRECT_TILE = {"BLOCK_M": 128, "BLOCK_N": 16}
+DOT_MIN = 16  # tl.dot needs every tile dimension >= 16
+
+
+@dataclass(frozen=True)
+class _Conv:
+    """What one convolution node computes."""
+
+    transposed: bool
+    batched: bool
+    kernel: tuple[int, ...]
+    stride: tuple[int, ...]
+    padding: tuple[int, ...]
+    dilation: tuple[int, ...]
+    output_padding: tuple[int, ...]
+    groups: int
+    in_channels: int
+    out_channels: int
+    bias: bool
+
+    @classmethod
+    def of(cls, program: Program, node) -> "_Conv":
+        if node.op not in OPS:
+            raise Unsupported(f"{node.op} is not a convolution")
+        dims, transposed = OPS[node.op]
+        a = node.attrs
+        ins = program.inputs_of(node)
+        x, w = program.values[ins[0]], program.values[ins[1]]
+        if any(program.values[v].dtype != "torch.float32" for v in ins):
+            raise Unsupported("non-fp32 convolution")
+        if len(x.shape) not in (dims + 1, dims + 2):
+            raise Unsupported(f"{node.op} of a rank-{len(x.shape)} input")
+        per_axis = [tuple(a[k]) for k in ("kernel_size", "stride", "padding", "dilation")]
+        per_axis.append(tuple(a.get("output_padding") or (0,) * dims))
+        if any(len(t) != dims for t in per_axis):
+            raise Unsupported("kernel/stride/padding/dilation of the wrong length")
+        groups, in_channels = a["groups"], x.shape[-dims - 1]
+        if in_channels % groups or a["out_channels"] % groups:
+            raise Unsupported("channels not divisible by groups")
+        conv = cls(transposed, len(x.shape) == dims + 2, *per_axis, groups, in_channels, a["out_channels"],
+                   a["bias"])
+        expected = ((in_channels, conv.out_per_group) if transposed else (conv.out_channels, conv.in_per_group))
+        if tuple(w.shape) != expected + conv.kernel:
+            raise Unsupported(f"weight of shape {tuple(w.shape)}")
+        return conv
+
+    @property
+    def dims(self) -> int:
+        return len(self.kernel)
+
+    @property
+    def in_per_group(self) -> int:
+        return self.in_channels // self.groups
+
+    @property
+    def out_per_group(self) -> int:
+        return self.out_channels // self.groups
+
+    @property
+    def taps(self) -> int:
+        return math.prod(self.kernel)
+
+    @property
+    def direct(self) -> bool:
+        """Depthwise: every output channel reads one input channel (no GEMM worth a tl.dot)."""
+        return self.groups > 1 and self.in_per_group == 1
+
+
+@dataclass
+class _Axis:
+    """One spatial axis of the template: how an output position and a tap meet in the input.
+
+    Expressions are Triton source over the axis' variables: `pos` (a position index, [BLOCK_M])
+    and `tap` (a tap index, [BLOCK_K] or a scalar)."""
+
+    name: str  # h
+    size: str  # input extent (a kernel argument): H
+    out_size: str  # output extent: OH
+    extent: str  # positions along the axis for this program: OH, or JH for a residue class
+    pos: str  # position index along the axis: oh, or jh within the class
+    out: str  # the output coordinate: oh, or rh + jh * 2
+    taps: str  # taps along the axis: "3", or TH (per class, at run time)
+    tap: str | None  # the tap index (None: the axis has a single tap)
+    kernel_index: str  # the tap's index into the weight: kh, or kh0 + th * 2
+    start: str  # input coordinate of the window origin: oh * 2 - 1, or jh + qh
+    offset: str | None  # signed input offset of the tap: kh * 2, or -th
+    bounded: bool  # whether start + offset can leave the input (padding, transposed borders)
+    residue: tuple[str, int] | None = None  # (rh, stride): the class this axis splits by
+    setup: list[str] = field(default_factory=list)  # per-program lines of the residue class
+
+
+def _axes(conv: _Conv) -> list[_Axis]:
+    axes = []
+    for a, k, s, p, d in zip(AXES[conv.dims], conv.kernel, conv.stride, conv.padding, conv.dilation):
+        A, o, kv = a.upper(), f"o{a}", f"k{a}"
+        single = k == 1  # no tap index along this axis
+        if not conv.transposed or s == 1:
+            # every tap reaches every output: a convolution reads i = o*s - p + k*d (inside the
+            # input when unpadded), a transposed one with stride 1 i = o + p - k*d
+            start, offset = ((affine(o, s, -p), affine(kv, d, 0)) if not conv.transposed
+                             else (affine(o, 1, p), "-" + affine(kv, d, 0)))
+            axes.append(_Axis(name=a, size=A, out_size=f"O{A}", extent=f"O{A}", pos=o, out=o, taps=str(k),
+                              tap=None if single else kv, kernel_index="0" if single else kv, start=start,
+                              offset=None if single else offset, bounded=conv.transposed or p > 0))
+            continue
+        # transposed, residue class r: o = r + j*s, reached by taps k = k0 + t*step, reading
+        # i = j + q - t*(d/e)
+        e = math.gcd(s, d)
+        step = s // e
+        r, j, t, k0, q, T, J = f"r{a}", f"j{a}", f"t{a}", f"{kv}0", f"q{a}", f"T{A}", f"J{A}"
+        setup = [f"# outputs {o} = {r} + {j} * {s}: reached by taps {kv} with ({affine(r, 1, p)} - "
+                 f"{affine(kv, d, 0)}) % {s} == 0"]
+        if step > 1:  # k0 = (r + p) / e * (d/e)^-1 mod s/e; with step 1, k*d is a multiple of s
+            base = affine(r, 1, p) if e == 1 else f"({affine(r, 1, p)}) // {e}"
+            inverse = pow(d // e, -1, step)
+            setup.append(f"{k0} = ({base})" + (f" * {inverse}" if inverse != 1 else "") + f" % {step}")
+        count = str(k) if step == 1 else f"({k} - {k0} + {step - 1}) // {step}"
+        if e > 1:  # no tap at all unless e divides r + p
+            count = f"{paren(count)} * (({affine(r, 1, p)}) % {e} == 0).to(tl.int32)"
+        setup += [f"{T} = {count}",
+                  f"{q} = ({affine(r, 1, p) if step == 1 else f'{affine(r, 1, p)} - {affine(k0, d, 0)}'}) // {s}",
+                  f"{J} = ({affine(f'O{A}', 1, s - 1)} - {r}) // {s}"]
+        axes.append(_Axis(name=a, size=A, out_size=f"O{A}", extent=J, pos=j, out=f"{r} + {affine(j, s, 0)}",
+                          taps=T, tap=None if single else t,
+                          kernel_index="0" if single else (t if step == 1 else f"{k0} + {affine(t, step, 0)}"),
+                          start=f"{j} + {q}", offset=None if single else "-" + affine(t, d // e, 0), bounded=True,
+                          residue=(r, s), setup=setup))
+    return axes
+
+
+class _TileSpace(IndexSpace):
+    """The output tile, for the epilogue: its coordinates are known vectors (no division of the
+    flat offset)."""
+
+    def __init__(self, flat: str, mask: str, coords: list[str]):
+        super().__init__(len(coords), flat, mask, sizes=[])
+        self.coords = coords
+
+    def index(self, d: int) -> str:
+        return self.coords[d]
+
+
+def _product(terms: list[str], grouped: bool = True) -> str:
+    """The product of `terms` (Triton expressions), literal factors folded; in parentheses
+    (`grouped`) when it has several factors."""
+    literal = math.prod(int(t) for t in terms if t.isdigit())
+    names = [t for t in terms if not t.isdigit()]
+    factors = ([str(literal)] if literal != 1 or not names else []) + names
+    product = " * ".join(factors)
+    return f"({product})" if grouped and len(factors) > 1 else product
+
+
+def _unravel(flat: str, names: list[str | None], sizes: list[str]) -> list[str]:
+    """Lines splitting a row-major index `flat` over `sizes` into `names` (None: skipped). The
+    outermost is not reduced modulo its size: the caller masks `flat` against the total."""
+    lines = []
+    for i, name in enumerate(names):
+        if name is None:
+            continue
+        inner = [s for s in sizes[i + 1:] if s != "1"]
+        expr = f"{flat} // {_product(inner)}" if inner else flat
+        lines.append(f"{name} = {expr} % {sizes[i]}" if i > 0 else f"{name} = {expr}")
+    return lines
+
+
+def _horner(lead: str | None, terms: list[tuple[str, str | None]]) -> str:
+    """The row-major offset ((lead * S0 + t0) * S1 + t1)...; terms are (size, signed term or
+    None)."""
+    expr = lead
+    for size, term in terms:
+        if expr is not None:
+            expr = f"{expr} * {size}" if " + " not in expr and " - " not in expr else f"({expr}) * {size}"
+        if term is not None:
+            if expr is None:
+                expr = term
+            else:
+                expr = f"{expr} - {term[1:]}" if term.startswith("-") else f"{expr} + {term}"
+    return expr or "0"
+
+
+def _bcast(expr: str, where: str) -> str:
+    """`expr` with a new axis (`where`: "[:, None]" or "[None, :]")."""
+    return f"{paren(expr)}{where}"
+
+
+def _plus(start: str, offset: str | None, broadcast: bool) -> str:
+    """start + signed offset: a position vector plus a tap (a [BLOCK_K] vector when
+    `broadcast`, giving [BLOCK_K, BLOCK_M]; else a scalar)."""
+    if offset is None:
+        return start
+    sign, term = ("-", offset[1:]) if offset.startswith("-") else ("+", offset)
+    if broadcast:
+        return f"{_bcast(start, '[None, :]')} {sign} {_bcast(term, '[:, None]')}"
+    return f"{start} {sign} {term}"
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    """The dot precision of implicit GEMMs (the autotuner picks the tile on the GPU); depthwise
+    convolutions have no dot."""
+    try:
+        direct = _Conv.of(program, frag.anchor).direct
+    except Unsupported:  # emit says why
+        return [{}]
+    return [{"method": "direct"}] if direct else [{"precision": "ieee"}, {"precision": "tf32x3"}]
+
+
+def _tiles(conv: _Conv, device: str) -> list[dict]:
+    """Launch configurations, clipped to this convolution and deduplicated."""
+    if conv.direct:
+        cap = {"BLOCK_N": pow2(conv.out_channels)}
+        tiles = DIRECT_TILES if device == "cuda" else [CPU_DIRECT_TILE]
+    else:
+        cap = {"BLOCK_N": max(DOT_MIN, pow2(conv.out_per_group)),
+               "BLOCK_K": max(DOT_MIN, pow2(conv.in_per_group * conv.taps))}
+        tiles = GEMM_TILES if device == "cuda" else [CPU_GEMM_TILE]
+    out = []
+    for t in tiles:
+        t = {k: min(v, cap[k]) if k in cap else v for k, v in t.items()}
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    conv = _Conv.of(program, node)
+    if frag.prologue:
+        raise Unsupported("a prologue before a convolution")
+    ins = program.inputs_of(node)
+    x, w = ins[0], ins[1]
+    bias = ins[2] if conv.bias else None
+    out = node.outputs[0]
+    out_shape = list(program.values[out].shape)
+    inside = {n.name for n in frag.nodes}
+    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
+    if any(list(program.values[o].shape) != out_shape for o in stores):
+        raise Unsupported("stored values of different shapes")
+    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out}, reserved={"x_ptr", "w_ptr", "bias_ptr"})
+    axes = _axes(conv)
+    outs = [program.expr(o) for o in stores]
+    name = names.kernel(frag.label)
+    direct = conv.direct
+    prec = config.get("precision", "ieee")
+
+    body = _kernel_body(conv, axes, prec)
+    # epilogue on the accumulator, then one store per value needed outside
+    coords = (["n[None, :]"] if conv.batched else []) + ["oc[:, None]"] + [f"o{a}[None, :]" for a in AXES[conv.dims]]
+    env = {out: "acc"}
+    body += epi.emit(_TileSpace("out_offs", "out_mask", coords), env)
+    body += [f"tl.store({o}_out + out_offs, {env[v]}, mask=out_mask)" for o, v in zip(outs, stores)]
+
+    sizes = ["N"] + [ax.size for ax in axes] + [ax.out_size for ax in axes]
+    params = ["x_ptr", "w_ptr"] + (["bias_ptr"] if bias else []) + epi.params() + [f"{o}_out" for o in outs] + sizes
+    blocks = ["BLOCK_M", "BLOCK_N"] + ([] if direct else ["BLOCK_K"])
+    kernel = autotune(_tiles(conv, device), sizes, device) + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, {', '.join(f'{b}: tl.constexpr' for b in blocks)}):",
+        *(f"    {line}" for line in _header(node.op, conv, axes, frag)),
+        *(f"    {line}" for line in body),
+    ]
+    return Emitted(["\n".join(kernel)], _launcher(program, frag, conv, axes, x, w, bias, epi, outs, stores, name,
+                                                   prec))
+
+
+def _header(op: str, conv: _Conv, axes: list[_Axis], frag: Fragment) -> list[str]:
+    """The kernel's opening comment: the sum it computes, in the kernel's own variable names."""
+    icg = conv.in_per_group
+    ch = "c" if conv.groups == 1 else ("g" if icg == 1 else f"g * {icg} + c")
+    taps = ", ".join(ax.kernel_index for ax in axes)
+    w_at = f"{ch}, co, {taps}" if conv.transposed else f"oc, {'c' if icg > 1 else '0'}, {taps}"
+    x_at = ", ".join(_plus(ax.start, ax.offset, False) for ax in axes)
+    over = (f"c < {icg} and " if icg > 1 else "") + f"the {' x '.join(map(str, conv.kernel))} taps"
+    groups = "one group" if conv.groups == 1 else f"{conv.groups} groups, oc = g * {conv.out_per_group} + co"
+    extra = f", output padding {conv.output_padding}" if conv.transposed else ""
+    lines = [f"# {op}: out[n, oc, {', '.join(ax.out for ax in axes)}] = sum over {over} of",
+             f"#     w[{w_at}] * x[n, {ch}, {x_at}]  (zero outside x)",
+             f"# {groups}; stride {conv.stride}, padding {conv.padding}, dilation {conv.dilation}{extra}.",
+             "# Depthwise: accumulated tap by tap (a GEMM per group would be a matrix-vector product)."
+             if conv.direct else "# Implicit GEMM: k = (c, taps), gathered from x tile by tile, reduced with tl.dot.",
+             "# Tiles are [BLOCK_N channels, BLOCK_M positions]: positions are contiguous in memory, so the",
+             "# loads of x and the store run along them."]
+    if len(frag.nodes) > 1:
+        lines.append(f"# Fused: {frag.label}, on the accumulator before the store.")
+    return lines
+
+
+def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
+    direct = conv.direct
+    residues = [ax for ax in axes if ax.residue]
+    channels = conv.out_channels if direct else conv.out_per_group
+    body = ["pid = tl.program_id(0)"]
+    if not direct and conv.groups > 1:
+        body.append("g = tl.program_id(1)  # the group")
+    body += [f"num_n = tl.cdiv({channels}, BLOCK_N)",
+             "pid_m = pid // num_n",
+             "pid_n = pid % num_n  # the channel tiles of a position tile run together: its x stays in L2"]
+    if residues:
+        body.append("cls = tl.program_id(2)  # the residue class of the outputs along the strided axes")
+        body += _unravel("cls", [ax.residue[0] for ax in residues], [str(ax.residue[1]) for ax in residues])
+        for ax in residues:
+            body += ax.setup
+
+    # output positions: n, then an index per axis
+    extents = [ax.extent for ax in axes]
+    body += ["m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)",
+             f"m_ok = m < N * {' * '.join(extents)}",
+             f"n = m // {_product(extents)}",
+             f"q = (m % {_product(extents)}).to(tl.int32)"]
+    body += _unravel("q", [ax.pos for ax in axes], extents)
+    body += [f"o{ax.name} = {ax.out}" for ax in residues]
+    # window origins: named where bounds are checked, inlined into the row offset otherwise
+    starts = {}
+    for ax in axes:
+        starts[ax.name] = f"i{ax.name}0" if ax.bounded else ax.start
+        if ax.bounded:
+            body.append(f"i{ax.name}0 = {ax.start}")
+    # a bounded axis with a single tap: whether x is read depends on the position alone
+    x_ok = "m_ok"
+    single = [f"(i{ax.name}0 >= 0) & (i{ax.name}0 < {ax.size})" for ax in axes if ax.bounded and ax.offset is None]
+    if single:
+        x_ok = "x_ok"
+        body.append(f"x_ok = {' & '.join(['m_ok'] + single)}")
+    window = [(ax.size, starts[ax.name]) for ax in axes]
+    tap_index = _horner(None, [(str(k), ax.kernel_index if ax.tap else None) for k, ax in zip(conv.kernel, axes)])
+    bounded = [ax for ax in axes if ax.bounded and ax.offset is not None]
+
+    if direct:
+        chan = "oc" if conv.out_per_group == 1 else f"(oc // {conv.out_per_group})"
+        body += ["oc = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+                 f"oc_ok = oc < {conv.out_channels}",
+                 f"x_row = {_horner(f'n * {conv.in_channels}', window)}",
+                 f"x_chan = {chan} * {_product([ax.size for ax in axes])}  # output channel oc reads this one",
+                 "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)"]
+        count = _product([ax.taps for ax in axes], grouped=False)
+        if residues:  # the taps reaching this class
+            body.append(f"taps = {count}")
+            count = "taps"
+        # a literal tap count unrolls: the tap's offsets fold into constants
+        head = f"for tap in {'range' if residues else 'tl.static_range'}(0, {count}):"
+        loop = _unravel("tap", [ax.tap for ax in axes], [ax.taps for ax in axes])
+        loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, False)}" for ax in bounded]
+        ok = " & ".join([x_ok] + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded])
+        x_tap = _horner(None, [(ax.size, ax.offset) for ax in axes])
+        x_at = _plus("x_row", None if x_tap == "0" else x_tap, False)
+        loop += [f"x_mask = oc_ok[:, None] & {_bcast(ok, '[None, :]')}",
+                 f"xv = tl.load(x_ptr + x_chan[:, None] + {_bcast(x_at, '[None, :]')}, mask=x_mask, other=0.0)",
+                 f"wv = tl.load(w_ptr + {affine('oc', conv.taps, 0)}{'' if tap_index == '0' else ' + ' + tap_index}, "
+                 "mask=oc_ok, other=0.0)",
+                 "acc += wv[:, None] * xv"]
+    else:
+        icg, ocg, taps = conv.in_per_group, conv.out_per_group, conv.taps
+        lead = f"n * {conv.in_channels}" + ("" if conv.groups == 1 else f" + g * {icg}")
+        if conv.groups == 1:
+            body += ["oc = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"oc_ok = oc < {ocg}"]
+        else:
+            body += ["co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels within group g",
+                     f"oc_ok = co < {ocg}", f"oc = g * {ocg} + co"]
+        body.append(f"x_row = {_horner(lead, window)}")
+        if conv.transposed:  # w[g * ICg + c, co, taps]
+            body.append("w_row = " + (f"g * {icg * ocg * taps} + {affine('co', taps, 0)}" if conv.groups > 1
+                                      else affine("oc", taps, 0)))
+            w_col = affine("c", ocg * taps, 0) + ("" if tap_index == "0" else f" + {tap_index}")
+        else:  # w[oc, c, taps]: a row of w is one output channel's k, in the order k runs
+            body.append(f"w_row = {affine('oc', icg * taps, 0)}")
+            w_col = "k"
+        body += [f"K = {_product([str(icg)] + [ax.taps for ax in axes], grouped=False)}  # input channels x taps"
+                 + (" of this class" if residues else ""),
+                 "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)"]
+        count, head = "K", "for k0 in range(0, K, BLOCK_K):"
+        loop = ["k = k0 + tl.arange(0, BLOCK_K)", "k_ok = k < K"]
+        loop += _unravel("k", ["c"] + [ax.tap for ax in axes], [str(icg)] + [ax.taps for ax in axes])
+        loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, True)}" for ax in bounded]
+        x_col = _horner("c", [(ax.size, ax.offset) for ax in axes])
+        loop += ["x_mask = " + " & ".join([f"k_ok[:, None] & {x_ok}[None, :]"]
+                                          + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded]),
+                 f"xv = tl.load(x_ptr + x_row[None, :] + {_bcast(x_col, '[:, None]')}, mask=x_mask, other=0.0)",
+                 f"wv = tl.load(w_ptr + w_row[:, None] + {_bcast(w_col, '[None, :]')}, "
+                 "mask=oc_ok[:, None] & k_ok[None, :], other=0.0)",
+                 f'acc += tl.dot(wv, xv, input_precision="{prec}")']
+    if residues:
+        # A class no tap reaches keeps acc = 0. The guard also keeps its zero tap counts out of
+        # the index math, which the pipeliner runs ahead of the loop: without it, Triton 3.6 on
+        # the H100 gave wrong results (a division by zero there is undefined, and the compiler
+        # took the counts for nonzero).
+        body.append(f"if {count} > 0:")
+        head, loop = f"    {head}", [f"    {line}" for line in loop]
+    body += [head] + [f"    {line}" for line in loop]
+    if conv.bias:
+        body.append("acc += tl.load(bias_ptr + oc, mask=oc_ok, other=0.0)[:, None]")
+    # flat offsets in the contiguous output (n, oc, spatial...)
+    out_pos = _horner(f"n * {conv.out_channels}", [(ax.out_size, f"o{ax.name}") for ax in axes])
+    body += [f"out_offs = (oc.to(tl.int64) * {_product([ax.out_size for ax in axes])})[:, None] + ({out_pos})[None, :]",
+             "out_mask = oc_ok[:, None] & m_ok[None, :]"]
+    return body
+
+
+def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], x: str, w: str, bias: str | None,
+              epi: PointwiseBlock, outs: list[str], stores: list[str], name: str, prec: str) -> list[str]:
+    how = "depthwise, tap by tap" if conv.direct else f"implicit GEMM, tl.dot ({prec})"
+    lines = [f"# {frag.label}: Triton, {how}{' with a fused epilogue' if frag.epilogue else ''}",
+             f"_x = {program.expr(x)}.contiguous()"]
+    first = 2 if conv.batched else 1
+    sizes = [f"_{ax.size}" for ax in axes]
+    lines.append(f"{', '.join(['_N'] + sizes)} = " + ("_x.shape[0], " if conv.batched else "1, ")
+                 + ", ".join(f"_x.shape[{first + i}]" for i in range(conv.dims)))
+    for ax, s_name, k, s, p, d, op in zip(axes, sizes, conv.kernel, conv.stride, conv.padding, conv.dilation,
+                                          conv.output_padding):
+        span = d * (k - 1) + 1  # PyTorch's output sizes
+        if conv.transposed:
+            size = affine(s_name, s, span + op - 2 * p - s)
+        elif s == 1:
+            size = affine(s_name, 1, 2 * p - span + 1)
+        else:
+            size = f"({affine(s_name, 1, 2 * p - span)}) // {s} + 1"
+        lines.append(f"_{ax.out_size} = {size}")
+    shape = (["_N"] if conv.batched else []) + [str(conv.out_channels)] + [f"_{ax.out_size}" for ax in axes]
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = torch.empty(({', '.join(shape)}), device=_x.device, dtype={program.values[v].dtype})")
+    prelude, args = epi.launch_args(f"{outs[0]}.shape")
+    lines += prelude
+    # positions per program: the largest residue class along strided axes
+    extents = [f"triton.cdiv(_{ax.out_size}, {ax.residue[1]})" if ax.residue else f"_{ax.out_size}" for ax in axes]
+    classes = math.prod(ax.residue[1] for ax in axes if ax.residue)
+    channels, groups = (conv.out_channels, 1) if conv.direct else (conv.out_per_group, conv.groups)
+    lines.append(f"_M = {' * '.join(['_N'] + extents)}")
+    lines.append(f"_grid = lambda meta: (triton.cdiv(_M, meta['BLOCK_M']) * triton.cdiv({channels}, meta['BLOCK_N']), "
+                 f"{groups}, {classes})")
+    call = ["_x", f"{program.expr(w)}.contiguous()"] + ([program.expr(bias)] if bias else []) + args + outs
+    call += ["_N"] + sizes + [f"_{ax.out_size}" for ax in axes]
+    lines.append(f"{name}[_grid]({', '.join(call)})")
+    return lines

@@ -1,0 +1,175 @@
+"""Scans: cumsum and cumprod along one axis, with fused prologue and epilogue.
+
+The input X (contiguous) is viewed as (O, R, I) with R the scanned axis, as in `rows`. A program
+owns one o and a strip of BLOCK_I columns of I and walks R in BLOCK_R steps: each step scans its
+(BLOCK_R, BLOCK_I) tile in registers (`tl.cumsum` / `tl.associative_scan`) and combines it with
+the running total carried from the previous steps, so an axis of any length takes one pass.
+
+Reverse scans: KernelBench writes a reverse cumsum as `flip(cumsum(flip(x)))`. `absorb_flips`
+moves a flip along the scanned axis that feeds a scan (or follows one) into the scan's fragment;
+the kernel then reads (or writes) the axis backwards, instead of PyTorch copying the tensor twice.
+"""
+
+from __future__ import annotations
+
+from ...capture import Node
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import Emitted, Names, Unsupported
+from . import autotune, input_launch, pow2
+
+SCANS = {"cumsum", "cumprod"}
+FLIP = "aten.flip.default"
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    return [{}]
+
+
+def _flip_axes(program: Program, node: Node) -> list[int]:
+    rank = len(program.values[node.outputs[0]].shape)
+    return sorted(int(d) % max(rank, 1) for d in node.args[1])
+
+
+def absorb_flips(program: Program, frags: list[Fragment]) -> list[Fragment]:
+    """Fold `flip` nodes along the scanned axis into the scan fragments next to them: the one
+    feeding the scan (when only the scan reads it) and the one applied to the fragment's result
+    (when only the flip reads that)."""
+    owner = {n.name: f for f in frags for n in f.nodes}
+    dropped: set[int] = set()
+
+    def lone_flip(node: Node | None, axis: int) -> Fragment | None:
+        if node is None or node.target != FLIP or _flip_axes(program, node) != [axis]:
+            return None
+        frag = owner.get(node.name)
+        return frag if frag is not None and frag.kind == "torch" and len(frag.nodes) == 1 else None
+
+    for frag in frags:
+        if frag.kind != "scan" or frag.anchor.op not in SCANS:
+            continue
+        axis = frag.anchor.attrs["dim"]
+        x = program.inputs_of(frag.anchor)[0]
+        before = lone_flip(program.producer.get(x), axis)
+        # only where `emit` takes the fragment: a mixed-mode split would lose the flips
+        if program.values[x].dtype != "torch.float32":
+            continue
+        if before is not None and not frag.prologue and not program.used_outside(x, {frag.anchor.name}):
+            frag.nodes.insert(0, before.nodes[0])
+            dropped.add(id(before))
+        last = frag.nodes[-1].outputs[0]
+        users = [u for u in program.users.get(last, []) if not u.mutates]
+        if len(users) == 1 and last not in program.graph.outputs:
+            after = lone_flip(users[0], axis)
+            if after is not None:
+                frag.nodes.append(after.nodes[0])
+                dropped.add(id(after))
+    return [f for f in frags if id(f) not in dropped]
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    op = node.op
+    if op not in SCANS:
+        raise Unsupported(op)
+    flips = [n for n in frag.nodes if n.target == FLIP]
+    x = program.inputs_of(node)[0]
+    flip_in = next((n for n in flips if n.outputs[0] == x), None)
+    flip_out = next((n for n in flips if n is not flip_in), None)
+    src = program.inputs_of(flip_in)[0] if flip_in else x  # the tensor actually read
+    xs = list(program.values[x].shape)
+    if not xs:
+        raise Unsupported("a scalar input")
+    if program.values[src].dtype != "torch.float32":
+        raise Unsupported("non-fp32 input")
+    rank, axis = len(xs), node.attrs["dim"]
+    if any(_flip_axes(program, f) != [axis] for f in flips):
+        raise Unsupported("a flip along another axis")
+    out = node.outputs[0]
+    inside = {n.name for n in frag.nodes}
+    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
+    if any(list(program.values[o].shape) != xs for o in stores):
+        raise Unsupported("stored values of different shapes")
+    pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr"})
+    epi = PointwiseBlock(program, frag.epilogue, xs, known={out}, reserved={"x_ptr"} | set(pro.params()))
+    name = names.kernel(frag.label)
+    outs = [program.expr(o) for o in stores]
+    sizes = [f"xsize{d}" for d in range(1, rank)]
+    params = (pro.params() if frag.prologue else ["x_ptr"]) + epi.params() + [f"{o}_out" for o in outs]
+    params += ["R", "I"] + (sizes if frag.prologue or frag.epilogue else [])
+
+    combine = "tl.cumsum(xv, axis=0)" if op == "cumsum" else "tl.associative_scan(xv, 0, _mul)"
+    total = "tl.sum(xv, axis=0)" if op == "cumsum" else "tl.reduce(xv, 0, _mul)"
+    neutral = "0.0" if op == "cumsum" else "1.0"
+    fold = "+" if op == "cumsum" else "*"
+    body = [
+        "o = tl.program_id(0).to(tl.int64)",
+        "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
+        "col_mask = cols < I",
+        "base = o * R * I",
+        "# the running total of the steps before, per column",
+        f"carry = tl.full((BLOCK_I,), {neutral}, tl.float32)",
+        "for q0 in range(0, R, BLOCK_R):",
+        "    q = q0 + tl.arange(0, BLOCK_R)  # positions in scan order",
+        "    mask = (q[:, None] < R) & col_mask[None, :]",
+        "    offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
+    ]
+    loop = []
+    if flips:  # a flip along the axis: read (or write) position R - 1 - q instead of q
+        loop.append("rev_offs = base + (R - 1 - q)[:, None].to(tl.int64) * I + cols[None, :]")
+    if flip_in:
+        loop.append("xv = tl.load(x_ptr + rev_offs, mask=mask, other=0.0)")
+    elif frag.prologue:
+        env: dict[str, str] = {}
+        loop += pro.emit(IndexSpace(rank, "offs", "mask", sizes), env)
+        loop.append(f"xv = {env[x]}")
+    else:
+        loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0.0)")
+    loop += [f"xv = tl.where(mask, xv, {neutral})  # the tail past R must not reach the carry",
+             f"res = {combine} {fold} carry[None, :]",
+             f"carry = carry {fold} {total}"]
+    env = {out: "res"}
+    loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
+    if flip_out:
+        env[flip_out.outputs[0]] = env[program.inputs_of(flip_out)[0]]
+    for o, v in zip(outs, stores):
+        where = "rev_offs" if flip_out and v == flip_out.outputs[0] else "offs"
+        loop.append(f"tl.store({o}_out + {where}, {env[v]}, mask=mask)")
+    body += [f"    {line}" for line in loop]
+
+    # block shapes: a strip of 64 columns when the axis is not the last one, else the axis alone
+    O = 1
+    for v in xs[:axis]:
+        O *= v
+    I = 1
+    for v in xs[axis + 1:]:
+        I *= v
+    R = xs[axis]
+    if I > 1:
+        tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
+                 for r, i, w in ((32, 64, 4), (16, 128, 4), (64, 32, 4))]
+    else:
+        tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": 1, "num_warps": w}
+                 for r, w in ((1024, 4), (2048, 8), (512, 4))]
+    helpers = [] if op == "cumsum" else ["@triton.jit\ndef _mul(a, b):\n    return a * b"]
+    direction = " backwards" if flip_in and flip_out else (", read reversed" if flip_in else
+                                                           (", written reversed" if flip_out else ""))
+    kernel = autotune(tiles, ["R", "I"], device) + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
+        f"    # {op} along axis {axis}{direction}: X viewed as (O, R, I) = ({O}, {R}, {I}) at capture; a program",
+        "    # per (o, strip of I) scans R a tile at a time, carrying the running total",
+        *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
+        *(f"    {line}" for line in body),
+    ]
+
+    lines = [f"# {frag.label}: Triton, {op}{' fused' if len(frag.nodes) > 1 else ''}"]
+    pre, dev, args = input_launch(program, pro if frag.prologue else None, src)
+    lines += pre
+    lines.append(f"_O, _R, _I = math.prod(_xs[:{axis}]), _xs[{axis}], math.prod(_xs[{axis + 1}:])")
+    for o in outs:
+        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype=torch.float32)")
+    pre, a = epi.launch_args(f"{outs[0]}.shape")
+    lines += pre
+    args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
+    lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+    return Emitted(helpers + ["\n".join(kernel)], lines)
