@@ -145,12 +145,14 @@ class Verifier:
         check = _Check(self, problem, cancel, lambda _m: None)
         try:
             prep = check.prepare()
+            with self.pool.reference() as ref:
+                reply = ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
+                                  "training": prep["training"], "seed": secrets.randbits(62)},
+                                 self.config.compile_timeout_s, cancel)
         except _Fault as f:
             raise ProblemError(f.reason) from None
-        with self.pool.reference() as ref:
-            reply = ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
-                              "training": prep["training"], "seed": secrets.randbits(62)},
-                             self.config.compile_timeout_s, cancel)
+        except WorkerDied as e:  # the problem's own code crashed or hung the reference worker
+            raise ProblemError(f"running the module {e}") from None
         if reply.get("kind") == "problem":
             raise ProblemError(reply["error"])
         if not reply.get("ok"):
