@@ -77,6 +77,7 @@ def run_search_bench(
     search_config,
     out: Path,
     progress: Callable[[int, int, BenchEntry], None] | None = None,
+    policies: list | None = None,
 ) -> list[BenchEntry]:
     """Convert every problem with the test-time search; the winning modules land in
     `out/candidates/`, so a later `--candidates` run can re-verify them."""
@@ -86,7 +87,7 @@ def run_search_bench(
     folder.mkdir(parents=True, exist_ok=True)
 
     def one(problem: Problem) -> BenchEntry:
-        search = Search(problem, verifier, search_config)
+        search = Search(problem, verifier, search_config, policies=policies)
         for _ in search.run():
             pass
         r = search.result

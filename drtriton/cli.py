@@ -104,9 +104,8 @@ def cmd_bench(args) -> int:
     if args.limit:
         problems = problems[: args.limit]
     if (args.candidates is None) == (args.policy is None):
-        raise UsageError("give either --candidates DIR (verify those) or --policy builtin (convert each)")
-    if args.policy not in (None, "builtin"):
-        raise UsageError(f"--policy {args.policy}: this build has only the built-in policy")
+        raise UsageError("give either --candidates DIR (verify those) or --policy NAME (convert each)")
+    policies = _policies(args) if args.policy else []
     out = Path(args.out)
 
     def progress(done, total, entry):
@@ -124,15 +123,57 @@ def cmd_bench(args) -> int:
         else:
             from .search import SearchConfig
 
-            entries = run_search_bench(problems, verifier, SearchConfig(mode=args.mode, budget_s=args.budget),
-                                       out, progress)
-            what = f"built-in policy with search, budget {args.budget:g} s"
+            config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
+            entries = run_search_bench(problems, verifier, config, out, progress, policies)
+            what = f"{args.policy} policy with search, budget {args.budget:g} s"
     summary = summarize(entries)
     write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "
           f"fast_1 vs eager {summary['fast_p_eager']['1.0']:.1%}, "
           f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%}; report in {out}/report.md")
     return 0 if summary["correct"] else 1
+
+
+def _policies(args) -> list:
+    from .policy.registry import model_policies
+
+    if args.no_builtin and args.policy == "builtin":
+        raise UsageError("--no-builtin needs a model policy (--policy openai or hf)")
+    try:
+        return model_policies(args.policy, args.endpoint, args.model, device=args.device, samples=args.samples)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def cmd_serve_model(args) -> int:
+    from .policy.models import ModelError
+    from .serve import serve
+
+    try:
+        server = serve(args.path, args.host, args.port, args.name, args.device)
+    except ModelError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {e.strerror}") from None
+    _stderr(f"serving {server.name} at {server.url} (OpenAI-compatible; Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def _policy_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("--policy", default=default, choices=["builtin", "openai", "hf"],
+                   help="who writes the kernels: the built-in policy, an OpenAI-compatible endpoint (vLLM, "
+                        "SGLang, drtriton serve-model) or a local transformers checkpoint")
+    p.add_argument("--endpoint", help="openai: the server, e.g. http://localhost:8000/v1")
+    p.add_argument("--model", help="openai: the served model name; hf: the checkpoint folder")
+    p.add_argument("--samples", type=int, default=1, help="model candidates per request")
+    p.add_argument("--no-builtin", action="store_true",
+                   help="leave the built-in policy out (by default its result is the baseline to beat)")
 
 
 def cmd_convert(args) -> int:
@@ -142,17 +183,17 @@ def cmd_convert(args) -> int:
         problem = load_file(args.file, args.cls)
     except ProblemError as e:
         raise UsageError(str(e)) from None
-    if args.policy != "builtin":
-        raise UsageError(f"--policy {args.policy}: this build has only the built-in policy")
     if args.budget <= 0:
         raise UsageError("--budget must be positive")
+    policies = _policies(args)
     source_path = Path(args.file)
     out = Path(args.out) if args.out else source_path.with_name(f"{source_path.stem}_triton.py")
     if out.resolve() == source_path.resolve():
         raise UsageError(f"--out {out} would overwrite the source file")
     quiet = args.json
     with _make_verifier(args) as verifier:
-        search = Search(problem, verifier, SearchConfig(mode=args.mode, budget_s=args.budget))
+        config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
+        search = Search(problem, verifier, config, policies=policies)
         for event in search.run():
             if quiet:
                 continue
@@ -160,7 +201,8 @@ def cmd_convert(args) -> int:
                 _stderr(f"... {event.data['message']}")
             elif event.kind == "candidate":
                 d = event.data
-                _stderr(f"  [{d['id']}] {d['fragment']}: {d['summary']} ({d['seconds']:.1f} s)")
+                tokens = f", {d['tokens']} tokens" if d.get("tokens") else ""
+                _stderr(f"  [{d['id']}] {d['fragment']} ({d['policy']}): {d['summary']} ({d['seconds']:.1f} s{tokens})")
         result = search.result
     if result.correct:
         out.write_text(result.source)
@@ -178,7 +220,8 @@ def format_conversion(result, out: Path, problem) -> str:
     if not result.correct:
         return f"no correct Triton module found for {problem.class_name}: {result.reason}"
     v = result.verdict
-    lines = [f"wrote {out} (class {problem.candidate_class})", f"  {v.summary}", f"  plan: {result.plan}"]
+    lines = [f"wrote {out} (class {problem.candidate_class})", f"  {v.summary}",
+             f"  written by: the {result.policy} policy", f"  plan: {result.plan}"]
     if v.timings:
         t = v.timings
         lines.append(f"  candidate {t.candidate.median_ms:.4f} ms, eager {t.eager.median_ms:.4f} ms"
@@ -202,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert an nn.Module to verified Triton (the main job)")
     p.add_argument("file", help="a Python file with the module and its get_inputs/get_init_inputs")
     p.add_argument("--class", dest="cls", help="the nn.Module class to convert (default: Model, or the only one)")
-    p.add_argument("--policy", default="builtin", help="who writes the kernels (default: the built-in policy)")
+    _policy_args(p, "builtin")
     p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="time for the search")
     p.add_argument("--out", help="where to write the module (default: <stem>_triton.py beside FILE)")
     p.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
@@ -212,13 +255,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
     p.add_argument("problems", help="KernelBench JSONL, a folder of problem files, or one file")
     p.add_argument("--candidates", help="verify the modules in this folder (<name>.py or level<L>/<name>.py)")
-    p.add_argument("--policy", help="or convert each problem with this policy (builtin) and verify the result")
+    _policy_args(p, None)
     p.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="search time per problem")
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
     p.add_argument("--ids", help="only these problem ids (comma-separated)")
     p.add_argument("--limit", type=int, help="only the first N problems")
     _device_args(p)
     p.set_defaults(func=cmd_bench)
+    p = sub.add_parser("serve-model", help="serve a local checkpoint over an OpenAI-compatible API")
+    p.add_argument("path", help="a transformers checkpoint folder")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--name", help="the model name clients ask for (default: the folder's name)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.set_defaults(func=cmd_serve_model)
     return parser
 
 

@@ -1,11 +1,15 @@
 """Test-time search: DRTriton's way from a problem to its fastest verified Triton module.
 
     capture -> cuts into fragments (<= 5 operators)
+            -> the plan as first written (built-in policy), verified whole
             -> per fragment: candidates from the policies, verified alone (fragment problems);
-               failures go back to the policies as feedback for the next round
-            -> per cut: a plan of the best verified variant per fragment (PyTorch for the rest,
-               in mixed mode), assembled and verified whole
+               a model sees the verdicts of its earlier attempts in the next round
+            -> plans of the best verified choice per fragment (PyTorch for the rest, in mixed
+               mode), assembled and verified whole
             -> the fastest correct whole module wins (on a machine without CUDA: the first)
+
+A program small enough to be one fragment is also offered to the model policies whole. Model
+candidates compete with the built-in policy's (the baseline, unless `builtin=False`).
 
 Bounded by a time and a candidate budget, cancellable, and observable: `Search.run()` yields
 `Event`s (status lines, the text of each candidate as it is written, verdicts, the best so far,
@@ -14,6 +18,8 @@ done) that the CLI and the language server consume.
 
 from __future__ import annotations
 
+import itertools
+import queue
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,11 +27,17 @@ from typing import Iterator
 
 from .capture import CaptureError
 from .policy.builtin import PYTORCH, BuiltinPolicy, Candidate
+from .policy.compose import Foreign
 from .policy.emit import Unsupported
 from .policy.fragments import fragment_task
-from .policy.program import Program
+from .policy.models import ModelError, ModelPolicy
+from .policy.program import MAX_FRAGMENT_OPS, VIEWS, Program
 from .problem import Problem, ProblemError
+from .prompting import build_messages, parse_reply
 from .verify import Verdict, Verifier
+from .verify.verdict import FAILED
+
+WHOLE = "whole module"
 
 
 @dataclass
@@ -43,8 +55,9 @@ class Attempt:
     fragment: str  # the fragment's operators, or "whole module"
     plan: str
     verdict: Verdict
-    seconds: float
+    seconds: float  # verification
     tokens: int | None = None  # model policies: tokens generated
+    generation_s: float | None = None  # model policies: time to generate
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -58,15 +71,16 @@ class SearchResult:
     source: str | None  # the best module, when one was verified correct
     verdict: Verdict | None
     plan: str
-    policy: str | None
+    policy: str | None  # who wrote the winner ("builtin", "openai", "builtin+openai", ...)
     attempts: list[Attempt] = field(default_factory=list)
     reason: str = ""  # why there is no correct module
+    notes: list[str] = field(default_factory=list)  # e.g. a model endpoint that failed
     seconds: float = 0.0
 
     def to_dict(self) -> dict:
         return {"correct": self.correct, "plan": self.plan, "policy": self.policy, "reason": self.reason,
-                "verdict": self.verdict.to_dict() if self.verdict else None, "seconds": round(self.seconds, 2),
-                "candidates": [a.to_dict() for a in self.attempts]}
+                "notes": self.notes, "verdict": self.verdict.to_dict() if self.verdict else None,
+                "seconds": round(self.seconds, 2), "candidates": [a.to_dict() for a in self.attempts]}
 
 
 @dataclass
@@ -74,8 +88,9 @@ class SearchConfig:
     mode: str = "strict"
     budget_s: float = 600.0
     max_candidates: int = 64
-    rounds: int = 2  # fragment rounds with feedback
-    stream_chunk_lines: int = 8  # lines per text event
+    rounds: int = 2  # model rounds per fragment, each with the verdicts of the last
+    builtin: bool = True  # the built-in policy takes part (the baseline to beat)
+    stream_chunk_lines: int = 8  # lines per text event for the built-in policy's code
 
 
 def _faster(a: Verdict, b: Verdict | None) -> bool:
@@ -86,18 +101,30 @@ def _faster(a: Verdict, b: Verdict | None) -> bool:
     return ta is not None and (tb is None or ta < tb)
 
 
+def _no_code(reason: str) -> Verdict:
+    """The record of a reply that held nothing to verify."""
+    return Verdict(correct=False, status=FAILED, reasons=[f"no usable code: {reason}"])
+
+
 class Search:
     def __init__(self, problem: Problem, verifier: Verifier, config: SearchConfig | None = None,
-                 policies: list | None = None, cancel: threading.Event | None = None):
+                 policies: list[ModelPolicy] | None = None, cancel: threading.Event | None = None):
         self.problem = problem
         self.verifier = verifier
         self.config = config or SearchConfig()
         self.builtin = BuiltinPolicy(verifier.device)
-        self.policies = policies or []  # model-backed fragment policies (issue: model policies)
+        self.models = list(policies or [])
+        if not self.config.builtin and not self.models:
+            raise ValueError("the built-in policy is switched off and no model policy is given")
         self.cancel = cancel or threading.Event()
         self.attempts: list[Attempt] = []
+        self.notes: list[str] = []
+        self.best: tuple[str, str, str, Verdict] | None = None  # (source, plan, policy, verdict)
         self.started = time.monotonic()
         self.cuda = verifier.device == "cuda"
+        self._ids = itertools.count(1)
+        self._models_asked = False
+        self._models_per_fragment = True  # False when the models see the program whole
 
     # -- budget ------------------------------------------------------------------------------
     def _left(self) -> float:
@@ -106,61 +133,175 @@ class Search:
     def _exhausted(self) -> bool:
         return self.cancel.is_set() or self._left() <= 0 or len(self.attempts) >= self.config.max_candidates
 
+    def _settled(self) -> bool:
+        """Without CUDA nothing is timed: the first correct module ends the search (once the
+        model policies, when there are any, have had their turn)."""
+        return self.best is not None and not self.cuda and (not self.models or self._models_asked)
+
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> Iterator[Event]:
         yield Event("status", {"message": f"capturing {self.problem.class_name}"})
         try:
             graph = self.verifier.capture(self.problem, cancel=self.cancel)
         except (CaptureError, ProblemError) as e:
-            yield from self._done(None, None, "", f"cannot capture the module: {e}")
+            yield from self._done(f"cannot capture the module: {e}")
             return
         program = Program(graph)
         covered = sum(1 for n in program.nodes if n.op is not None)
         yield Event("status", {"message": f"captured {len(program.nodes)} operators "
                                           f"({covered} in the vocabulary)"})
-        self.best: tuple[Candidate, Verdict] | None = None
+        small = sum(n.target not in VIEWS for n in program.nodes) <= MAX_FRAGMENT_OPS
+        self._models_per_fragment = not small  # a small program is one fragment: shown whole
+        if self.config.builtin:  # model policies join in per fragment (large programs)
+            yield from self._cuts(program)
+        if self.models and small and not self._settled():
+            yield from self._whole(program)
+        if self.models and not self.config.builtin and not small and not self._settled():
+            yield from self._cuts(program, builtin=False)
+        yield from self._done(self._why_none() if self.best is None else "")
+
+    def _cuts(self, program: Program, builtin: bool = True) -> Iterator[Event]:
+        fragment_choice: dict[str, object] = {}
         cuts = self.builtin.cuts(program)
-        fragment_choice: dict[str, int | None] = {}
         for cut_index, frags in enumerate(cuts):
             cut = "fused" if cut_index == 0 else "one operator per kernel"
-            if self._exhausted() and cut_index > 0:
-                break
+            if self._settled() or (self._exhausted() and (cut_index > 0 or self.best is not None)):
+                return
             yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
                                               + "; ".join(f.label for f in frags if f.kind != 'view')})
-            # 1. the plan as first written (each fragment's first variant), verified whole
-            first = {i: (0 if self.builtin.variants(program, f) else PYTORCH) for i, f in enumerate(frags)}
-            verdict = yield from self._plan(program, frags, first, cut, cut_index)
-            if verdict is not None and verdict.correct and not self.cuda:
-                break  # no timing without CUDA: the first correct module wins
-            refinable = any(self.builtin.variants(program, f) > 1 for f in frags)
-            if (verdict is not None and verdict.correct and not refinable) or self._exhausted():
-                continue
-            # 2. per fragment: variants verified alone, the fastest correct kept (this also
+            first = {i: (0 if builtin and self.builtin.variants(program, f) else PYTORCH) for i, f in enumerate(frags)}
+            verdict = None
+            if builtin:  # 1. the plan as first written, verified whole
+                verdict = yield from self._plan(program, frags, first, cut, cut_index)
+                if self._settled():
+                    return
+                refinable = (self.models and self._models_per_fragment) or \
+                    any(self.builtin.variants(program, f) > 1 for f in frags)
+                if (verdict is not None and verdict.correct and not refinable) or self._exhausted():
+                    continue
+            # 2. per fragment: candidates verified alone, the fastest correct kept (this also
             #    finds which fragment failed, and lets mixed mode leave just that one to PyTorch)
-            choices: dict[int, int | None] = {}
+            choices: dict[int, object] = {}
             for i, frag in enumerate(frags):
                 if frag.kind in ("view", "torch"):
-                    continue
-                if self.builtin.variants(program, frag) == 0:
-                    choices[i] = PYTORCH
                     continue
                 try:
                     task = fragment_task(program, frag, self.problem)
                 except Exception:  # a fragment we cannot pose alone: keep its first variant
-                    choices[i] = 0
                     continue
                 if task.key not in fragment_choice:
-                    fragment_choice[task.key] = yield from self._fragment(program, frag, task)
+                    fragment_choice[task.key] = yield from self._fragment(program, frag, task, builtin)
                 choices[i] = fragment_choice[task.key]
             if any(choices.get(i, first[i]) != first[i] for i in first):
-                verdict = yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
-                if verdict is not None and verdict.correct and not self.cuda:
-                    break
-        if self.best is None:
-            yield from self._done(None, None, "", self._why_none())
-        else:
-            yield from self._done(self.best[0], self.best[1], self.best[0].description, "")
+                yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
 
+    def _fragment(self, program: Program, frag, task, builtin: bool) -> Iterator[Event]:
+        """The fastest correct choice for a fragment (the first one without CUDA), or PYTORCH."""
+        chosen, chosen_verdict = PYTORCH, None
+
+        def better(verdict: Verdict) -> bool:
+            return verdict.correct and (chosen_verdict is None or _faster(verdict, chosen_verdict))
+
+        if builtin:
+            sub = Program(task.graph)
+            sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
+            for variant in range(self.builtin.variants(program, frag)):
+                if self._exhausted():
+                    return chosen if chosen is not PYTORCH else 0
+                try:
+                    cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v, "strict")
+                except Unsupported:
+                    continue
+                verdict = yield from self._builtin_attempt(task.problem, cand, frag.label, quick=True)
+                if better(verdict):
+                    chosen, chosen_verdict = variant, verdict
+                    if not self.cuda:
+                        break
+        for policy in (self.models if self._models_per_fragment else []):
+            history: list[tuple[str, Verdict]] = []
+            for _ in range(self.config.rounds):  # rounds go on until this policy gets it right
+                if self._exhausted():
+                    break
+                results = yield from self._model_round(policy, task.problem, "ModelNew", frag.label, history,
+                                                       quick=True, mode="strict")
+                for code, verdict in results:
+                    if code is not None and better(verdict):
+                        chosen = Foreign(code, "ModelNew", policy.name, task.inputs, task.outputs)
+                        chosen_verdict = verdict
+                if not self.cuda and any(v.correct for _, v in results):
+                    break
+        return chosen
+
+    def _whole(self, program: Program) -> Iterator[Event]:
+        """The whole program, one fragment, offered to each model policy for a few rounds."""
+        for policy in self.models:
+            history: list[tuple[str, Verdict]] = []
+            for _ in range(self.config.rounds):  # rounds go on until this policy gets it right
+                if self._exhausted():
+                    return
+                results = yield from self._model_round(policy, self.problem, self.problem.candidate_class, WHOLE,
+                                                       history, quick=False, mode=self.config.mode)
+                for code, verdict in results:
+                    if code is not None:
+                        yield from self._consider(code, f"{WHOLE}: by the {policy.name} policy", policy.name, verdict)
+                if not self.cuda and any(v.correct for _, v in results):
+                    break
+
+    # -- models --------------------------------------------------------------------------------
+    def _model_round(self, policy: ModelPolicy, problem: Problem, candidate_class: str, fragment: str,
+                     history: list, quick: bool, mode: str) -> Iterator[Event]:
+        """Ask `policy` once (several samples), stream its text, verify what it wrote; returns
+        [(code or None, verdict)] and extends `history` with (reply, verdict)."""
+        messages = build_messages(problem.source, candidate_class, mode, history)
+        ids = [next(self._ids) for _ in range(policy.samples)]
+        chunks: queue.Queue = queue.Queue()
+        outcome: dict = {}
+
+        def work():
+            try:
+                outcome["generations"] = policy.generate(messages, lambda i, t: chunks.put((i, t)), self.cancel)
+            except ModelError as e:
+                outcome["error"] = str(e)
+            except Exception as e:  # a bug in a model stack must not kill the search
+                outcome["error"] = f"{type(e).__name__}: {e}"
+            finally:
+                chunks.put(None)
+
+        thread = threading.Thread(target=work, name=f"drtriton-{policy.name}", daemon=True)
+        thread.start()
+        started = set()
+        while True:
+            item = chunks.get()
+            if item is None:
+                break
+            i, text = item
+            yield Event("text", {"candidate": ids[i], "fragment": fragment, "policy": policy.name, "text": text,
+                                 "first": i not in started, "last": False})
+            started.add(i)
+        thread.join()
+        self._models_asked = True
+        if "error" in outcome:
+            note = f"{policy.name} policy: {outcome['error']}"
+            self.notes.append(note)
+            yield Event("status", {"message": note})
+            return []
+        results = []
+        for attempt_id, gen in zip(ids, outcome["generations"]):
+            yield Event("text", {"candidate": attempt_id, "fragment": fragment, "policy": policy.name, "text": "",
+                                 "first": False, "last": True})
+            parsed = parse_reply(gen.text, candidate_class)
+            if parsed.ok:
+                verdict = yield from self._verify(problem, parsed.code, policy.name, f"by the {policy.name} policy",
+                                                  fragment, quick, attempt_id, gen.tokens, gen.seconds, mode)
+            else:
+                why = parsed.error + (f" ({gen.error})" if gen.error else "")
+                verdict = _no_code(why)
+                yield from self._record(attempt_id, policy.name, fragment, "", verdict, 0.0, gen.tokens, gen.seconds)
+            history.append((gen.text, verdict))
+            results.append((parsed.code if parsed.ok else None, verdict))
+        return results
+
+    # -- verification --------------------------------------------------------------------------
     def _plan(self, program: Program, frags, choices: dict, cut: str, cut_index: int) -> Iterator[Event]:
         """Assemble a plan from per-fragment choices and verify it whole; None if this mode
         cannot run it."""
@@ -170,82 +311,56 @@ class Search:
         except Unsupported as e:
             yield Event("status", {"message": f"plan {cut_index + 1} not possible in {self.config.mode} mode: {e}"})
             return None
-        verdict = yield from self._verify(self.problem, cand, "whole module")
-        if verdict.correct and (self.best is None or _faster(verdict, self.best[1])):
-            self.best = (cand, verdict)
-            yield Event("best", {"source": cand.source, "plan": cand.description,
-                                 "summary": verdict.summary, "verdict": verdict.to_dict()})
+        verdict = yield from self._builtin_attempt(self.problem, cand, WHOLE)
+        yield from self._consider(cand.source, cand.description, cand.policy, verdict)
         return verdict
 
-    def _fragment(self, program: Program, frag, task) -> Iterator[Event]:
-        """Verify the fragment's variants alone; return the fastest correct one (first on CPU),
-        or PYTORCH when none is correct."""
-        chosen, chosen_verdict = PYTORCH, None
-        feedback: list[Attempt] = []
-        for round_ in range(self.config.rounds):
-            proposals = self._proposals(task, program, frag, round_, feedback)
-            if not proposals:
-                break
-            for variant, cand in proposals:
-                if self._exhausted():
-                    return chosen if chosen is not PYTORCH else 0
-                verdict = yield from self._verify(task.problem, cand, frag.label, quick=True)
-                feedback.append(self.attempts[-1])
-                if verdict.correct and (chosen_verdict is None or _faster(verdict, chosen_verdict)):
-                    chosen, chosen_verdict = variant, verdict
-                    if not self.cuda:
-                        return chosen
-        return chosen
+    def _consider(self, source: str, plan: str, policy: str, verdict: Verdict) -> Iterator[Event]:
+        if verdict.correct and (self.best is None or _faster(verdict, self.best[3])):
+            self.best = (source, plan, policy, verdict)
+            yield Event("best", {"source": source, "plan": plan, "policy": policy,
+                                 "summary": verdict.summary, "verdict": verdict.to_dict()})
 
-    def _proposals(self, task, program, frag, round_: int, feedback) -> list[tuple[int, Candidate]]:
-        """Candidates for a fragment in this round. The built-in policy offers its variants in
-        the first round; model policies (later) see the feedback of earlier rounds."""
-        if round_ > 0:
-            return []
-        out = []
-        sub = Program(task.graph)
-        sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
-        for variant in range(self.builtin.variants(program, frag)):
-            try:
-                cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v, "strict")
-            except Unsupported:
-                continue
-            out.append((variant, cand))
-        return out
-
-    def _verify(self, problem: Problem, cand: Candidate, fragment: str, quick: bool = False) -> Iterator[Event]:
-        attempt_id = len(self.attempts) + 1
+    def _builtin_attempt(self, problem: Problem, cand: Candidate, fragment: str, quick: bool = False) -> Iterator[Event]:
+        attempt_id = next(self._ids)
         lines = cand.source.splitlines(keepends=True)
         step = self.config.stream_chunk_lines
         for start in range(0, len(lines), step):
             yield Event("text", {"candidate": attempt_id, "fragment": fragment, "policy": cand.policy,
                                  "text": "".join(lines[start:start + step]), "first": start == 0,
                                  "last": start + step >= len(lines)})
+        return (yield from self._verify(problem, cand.source, cand.policy, cand.description, fragment, quick,
+                                        attempt_id, mode="strict" if quick else self.config.mode))
+
+    def _verify(self, problem: Problem, source: str, policy: str, plan: str, fragment: str, quick: bool,
+                attempt_id: int, tokens: int | None = None, generation_s: float | None = None,
+                mode: str | None = None) -> Iterator[Event]:
         t0 = time.monotonic()
-        verdict = self.verifier.verify(problem, cand.source, cancel=self.cancel, quick=quick,
-                                       mode="strict" if quick else self.config.mode)
-        attempt = Attempt(attempt_id, cand.policy, fragment, cand.description, verdict,
-                          round(time.monotonic() - t0, 2))
-        self.attempts.append(attempt)
-        yield Event("candidate", {"id": attempt_id, "fragment": fragment, "policy": cand.policy,
-                                  "plan": cand.description, "status": verdict.status,
-                                  "summary": verdict.summary, "seconds": attempt.seconds})
+        verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick, mode=mode or self.config.mode)
+        yield from self._record(attempt_id, policy, fragment, plan, verdict, time.monotonic() - t0, tokens, generation_s)
         return verdict
 
+    def _record(self, attempt_id, policy, fragment, plan, verdict, seconds, tokens, generation_s) -> Iterator[Event]:
+        attempt = Attempt(attempt_id, policy, fragment, plan, verdict, round(seconds, 2), tokens,
+                          None if generation_s is None else round(generation_s, 2))
+        self.attempts.append(attempt)
+        yield Event("candidate", {"id": attempt_id, "fragment": fragment, "policy": policy, "plan": plan,
+                                  "status": verdict.status, "summary": verdict.summary,
+                                  "seconds": attempt.seconds, "tokens": tokens})
+
+    # -- the end -------------------------------------------------------------------------------
     def _why_none(self) -> str:
         if self.cancel.is_set():
             return "cancelled"
-        wholes = [a for a in self.attempts if a.fragment == "whole module"]
+        wholes = [a for a in self.attempts if a.fragment == WHOLE]
         if not wholes:
             return (f"no plan is possible in {self.config.mode} mode"
                     if self._left() > 0 else "the time budget ran out before a plan was verified")
-        last = wholes[-1].verdict
-        return f"no candidate was correct; last: {last.summary}"
+        return f"no candidate was correct; last: {wholes[-1].verdict.summary}"
 
-    def _done(self, cand: Candidate | None, verdict: Verdict | None, plan: str, reason: str) -> Iterator[Event]:
-        result = SearchResult(correct=verdict is not None and verdict.correct,
-                              source=cand.source if cand else None, verdict=verdict, plan=plan,
-                              policy=cand.policy if cand else None, attempts=self.attempts, reason=reason,
-                              seconds=time.monotonic() - self.started)
-        self.result = result
-        yield Event("done", {"result": result})
+    def _done(self, reason: str) -> Iterator[Event]:
+        source, plan, policy, verdict = self.best or (None, "", None, None)
+        self.result = SearchResult(correct=verdict is not None, source=source, verdict=verdict, plan=plan,
+                                   policy=policy, attempts=self.attempts, reason=reason, notes=self.notes,
+                                   seconds=time.monotonic() - self.started)
+        yield Event("done", {"result": self.result})

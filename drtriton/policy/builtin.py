@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 from ..capture import Graph
 from ..problem import Problem
+from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
 from .emit import attention, batchnorm, conv, elementwise, loss, matmul, pool, pytorch, rows, scan
 from .module import assemble
@@ -70,6 +71,15 @@ def _emitter(frag: Fragment):
     return EMITTERS.get(frag.kind)
 
 
+def _embedded(program: Program, foreign: Foreign, names: Names) -> Emitted:
+    """A fragment module from another policy, prefixed and called from forward."""
+    prefix = "_" + names.kernel(f"f{len(names.used)}").removesuffix("_kernel") + "_"
+    code, instance = embed(foreign, prefix)
+    outs = ", ".join(program.expr(o) for o in foreign.outputs) + ("," if len(foreign.outputs) > 1 else "")
+    call = f"{outs} = {instance}({', '.join(program.expr(v) for v in foreign.inputs)})"
+    return Emitted([code], [f"# {foreign.policy} policy's fragment", call])
+
+
 def _split(frag: Fragment) -> list[Fragment]:
     """An anchor fragment taken apart, in order: the prologue and epilogue as pointwise
     fragments, the anchor (with the nodes folded in next to it: flips, broadcasts) as PyTorch."""
@@ -110,11 +120,13 @@ class BuiltinPolicy:
         return len(emitter.configs(program, frag))
 
     def assemble(self, problem: Problem, program: Program, frags: list[Fragment],
-                 choose: Callable[[int, Fragment], int | None], mode: str, cut: str = "") -> Candidate:
-        """A complete module: fragment i runs emitter variant `choose(i, frag)`, or PyTorch for
-        PYTORCH (mixed mode). Raises Unsupported when the plan cannot be built in this mode."""
+                 choose: Callable[[int, Fragment], "int | Foreign | None"], mode: str, cut: str = "") -> Candidate:
+        """A complete module: fragment i runs emitter variant `choose(i, frag)`, another policy's
+        module (a `Foreign`), or PyTorch for PYTORCH (mixed mode). Raises Unsupported when the
+        plan cannot be built in this mode."""
         names = Names()
         kernels, lines, plan, notes = [], [], [], []
+        policies: set[str] = set()
         pytorch_compute = False
         queue = [(i, f) for i, f in enumerate(frags)]
         while queue:
@@ -123,7 +135,13 @@ class BuiltinPolicy:
             try:
                 if variant is PYTORCH and frag.kind not in ("view", "torch"):
                     raise Unsupported("no verified Triton variant")
-                emitted, how = self._emit(program, frag, variant or 0, names)
+                if isinstance(variant, Foreign):
+                    emitted, how = _embedded(program, variant, names), f"Triton by the {variant.policy} policy"
+                    policies.add(variant.policy)
+                else:
+                    emitted, how = self._emit(program, frag, variant or 0, names)
+                    if frag.kind not in ("view", "torch"):
+                        policies.add(self.name)
             except Unsupported as e:
                 if mode != "mixed":
                     raise
@@ -145,7 +163,7 @@ class BuiltinPolicy:
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         source = assemble(problem, kernels, lines, outputs, description)
-        return Candidate(source, self.name, plan, pytorch_compute, notes)
+        return Candidate(source, "+".join(sorted(policies)) or self.name, plan, pytorch_compute, notes)
 
     # -- a simple sweep, for callers that want whole modules directly -------------------------
     def candidates(self, problem: Problem, graph: Graph, mode: str) -> Iterator[Candidate]:

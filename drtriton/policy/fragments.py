@@ -25,6 +25,8 @@ class FragmentTask:
     graph: Graph  # its captured graph (the fragment's nodes, external values as inputs)
     label: str
     key: str  # the same fragment in two cuts has the same key
+    inputs: list[str]  # the forward arguments, as values of the parent program
+    outputs: list[str]  # what forward returns, as values of the parent program
 
 
 def _identifier(name: str) -> str:
@@ -108,4 +110,4 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
     key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" for n in frag.nodes) + "|" + \
           ",".join(str(program.values[v].shape) for v in externals)
     problem = from_source(source, "Model", name=f"{parent.name}: {frag.label}", origin=parent.origin)
-    return FragmentTask(problem, graph, frag.label, key)
+    return FragmentTask(problem, graph, frag.label, key, externals, outputs)
