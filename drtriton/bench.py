@@ -34,6 +34,14 @@ class BenchEntry:
     def correct(self) -> bool:
         return self.verdict is not None and self.verdict.correct
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "BenchEntry":
+        """An entry read back from verdicts.jsonl (the problem by name and origin only)."""
+        problem = Problem(name=d["problem"], source="", class_name="Model", origin=d.get("origin", ""))
+        verdict = Verdict.from_dict(d["verdict"]) if d.get("verdict") else None
+        return cls(problem, Path(d["candidate"]) if d.get("candidate") else None, verdict,
+                   d.get("search_s"), d.get("plan", ""), d.get("reason", ""))
+
     def to_dict(self) -> dict:
         return {
             "problem": self.problem.name,

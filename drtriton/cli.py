@@ -91,6 +91,18 @@ def cmd_verify(args) -> int:
     return 0 if verdict.correct else 1
 
 
+def _id_set(text: str) -> set[int]:
+    """`1-30,45` -> {1, ..., 30, 45}."""
+    ids: set[int] = set()
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.strip().partition("-")
+            ids |= set(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise UsageError(f"--ids {text!r}: expected numbers and ranges like 1-30,45") from None
+    return ids
+
+
 def cmd_bench(args) -> int:
     from .bench import run_bench, run_search_bench, summarize, write_report
 
@@ -99,7 +111,7 @@ def cmd_bench(args) -> int:
     except ProblemError as e:
         raise UsageError(str(e)) from None
     if args.ids:
-        wanted = {int(x) for x in args.ids.split(",")}
+        wanted = _id_set(args.ids)
         problems = [p for p in problems if p.meta.get("problem_id") in wanted]
     if args.limit:
         problems = problems[: args.limit]
@@ -258,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     _policy_args(p, None)
     p.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="search time per problem")
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
-    p.add_argument("--ids", help="only these problem ids (comma-separated)")
+    p.add_argument("--ids", help="only these problem ids: numbers and ranges, e.g. 1-30,45")
     p.add_argument("--limit", type=int, help="only the first N problems")
     _device_args(p)
     p.set_defaults(func=cmd_bench)

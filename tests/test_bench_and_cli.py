@@ -86,3 +86,14 @@ def test_fast_p_counts_all_problems_and_geomean_only_the_correct():
     assert s["fast_p_compile"]["1.0"] == 0.25
     assert s["geomean_speedup_eager"] == pytest.approx((2.5 * 1.2) ** 0.5)
     assert s["statuses"] == {"correct": 2, "incorrect": 1, "missing": 1}
+
+
+def test_id_ranges_and_entries_round_trip():
+    from drtriton.cli import UsageError, _id_set
+
+    assert _id_set("1-3,7") == {1, 2, 3, 7}
+    with pytest.raises(UsageError, match="ranges like"):
+        _id_set("a-b")
+    entry = _entry("a", True, 2.0, 1.5)
+    again = BenchEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
+    assert again.verdict == entry.verdict and again.problem.name == "a"

@@ -1,0 +1,40 @@
+"""Merge the outputs of several `drtriton bench --out DIR` runs (a benchmark split into chunks
+that each fit one GPU call) into one report.
+
+    python benchmarks/merge_bench.py --out docs/results/kb-level2-mixed --title "..." DIR1 DIR2 ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from drtriton.bench import BenchEntry, summarize, write_report  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--title", default="drtriton bench (merged)")
+    ap.add_argument("dirs", nargs="+", type=Path)
+    args = ap.parse_args()
+    entries, seen = [], set()
+    for d in args.dirs:
+        for line in (d / "verdicts.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row["problem"] in seen:
+                continue  # a problem run twice (a retried chunk): keep the first
+            seen.add(row["problem"])
+            entries.append(BenchEntry.from_dict(row))
+    entries.sort(key=lambda e: (e.problem.origin, int(e.problem.name.split("_")[0]) if e.problem.name[0].isdigit() else 0))
+    summary = summarize(entries)
+    write_report(entries, summary, args.out, args.title)
+    print(json.dumps({k: v for k, v in summary.items() if k != "statuses"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
