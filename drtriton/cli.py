@@ -119,11 +119,17 @@ def cmd_bench(args) -> int:
         raise UsageError("give either --candidates DIR (verify those) or --policy NAME (convert each)")
     policies = _policies(args) if args.policy else []
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    # Each verdict is appended as it comes, so a run cut off part-way keeps what it finished
+    # (the final report rewrites the file in problem order).
+    partial = open(out / "verdicts.jsonl", "w")
 
     def progress(done, total, entry):
         v = entry.verdict
         what = entry.reason or "no candidate" if v is None else v.summary
         _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
+        partial.write(json.dumps(entry.to_dict()) + "\n")
+        partial.flush()
 
     with _make_verifier(args) as verifier:
         if args.candidates is not None:
@@ -138,6 +144,7 @@ def cmd_bench(args) -> int:
             config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
             entries = run_search_bench(problems, verifier, config, out, progress, policies)
             what = f"{args.policy} policy with search, budget {args.budget:g} s"
+    partial.close()
     summary = summarize(entries)
     write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from .capture import CaptureError
-from .policy.builtin import PYTORCH, BuiltinPolicy, Candidate
+from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate
 from .policy.compose import Foreign
 from .policy.emit import Unsupported
 from .policy.fragments import fragment_task
@@ -169,14 +169,14 @@ class Search:
                 return
             yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
                                               + "; ".join(f.label for f in frags if f.kind != 'view')})
-            first = {i: (0 if builtin and self.builtin.variants(program, f) else PYTORCH) for i, f in enumerate(frags)}
+            options = {i: self.builtin.choices(program, f, self.config.mode) if builtin else [] for i, f in enumerate(frags)}
+            first = {i: (o[0] if o else PYTORCH) for i, o in options.items()}
             verdict = None
             if builtin:  # 1. the plan as first written, verified whole
                 verdict = yield from self._plan(program, frags, first, cut, cut_index)
                 if self._settled():
                     return
-                refinable = (self.models and self._models_per_fragment) or \
-                    any(self.builtin.variants(program, f) > 1 for f in frags)
+                refinable = (self.models and self._models_per_fragment) or any(len(o) > 1 for o in options.values())
                 if (verdict is not None and verdict.correct and not refinable) or self._exhausted():
                     continue
             # 2. per fragment: candidates verified alone, the fastest correct kept (this also
@@ -205,11 +205,13 @@ class Search:
         if builtin:
             sub = Program(task.graph)
             sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
-            for variant in range(self.builtin.variants(program, frag)):
-                if self._exhausted():
-                    return chosen if chosen is not PYTORCH else 0
-                try:
-                    cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v, "strict")
+            options = self.builtin.choices(program, frag, self.config.mode)
+            for variant in options:
+                if self._exhausted():  # nothing verified yet: the plan's first choice stands
+                    return chosen if chosen is not PYTORCH else options[0]
+                try:  # only this variant: in strict mode no fragment falls back to PyTorch
+                    cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
+                                                 "mixed" if variant == LIBRARY else "strict")
                 except Unsupported:
                     continue
                 verdict = yield from self._builtin_attempt(task.problem, cand, frag.label, quick=True)
@@ -330,7 +332,8 @@ class Search:
                                  "text": "".join(lines[start:start + step]), "first": start == 0,
                                  "last": start + step >= len(lines)})
         return (yield from self._verify(problem, cand.source, cand.policy, cand.description, fragment, quick,
-                                        attempt_id, mode="strict" if quick else self.config.mode))
+                                        attempt_id, mode="strict" if quick and not cand.pytorch_compute
+                                        else self.config.mode))
 
     def _verify(self, problem: Problem, source: str, policy: str, plan: str, fragment: str, quick: bool,
                 attempt_id: int, tokens: int | None = None, generation_s: float | None = None,

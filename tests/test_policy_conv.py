@@ -191,6 +191,24 @@ def test_precision_variants():
     assert plans[:2] == ["conv2d, relu, add: Triton (precision=ieee)", "conv2d, relu, add: Triton (precision=tf32x3)"]
 
 
+def test_library_variant_in_mixed_mode(cpu_verifier):
+    """Mixed mode adds "cuDNN convolution, Triton epilogue": first on the GPU, last on the CPU,
+    never in strict mode; the plan it makes is correct."""
+    problem = from_source(FUSED, name="library")
+    graph = _graph(problem)
+    plans = {(device, mode): [c.description for c in BuiltinPolicy(device).candidates(problem, graph, mode)]
+             for device in ("cpu", "cuda") for mode in ("strict", "mixed")}
+    library = "conv2d: PyTorch; relu, add: Triton"
+    assert plans["cuda", "mixed"][0] == library
+    assert plans["cpu", "mixed"][:3] == plans["cpu", "strict"][:2] + [library]  # after ieee, tf32x3
+    assert all(library not in p for p in plans["cpu", "strict"] + plans["cuda", "strict"])
+    assert plans["cuda", "strict"][0] == "conv2d, relu, add: Triton (precision=tf32x3)"
+    cand = [c for c in BuiltinPolicy("cpu").candidates(problem, graph, "mixed") if c.description == library][0]
+    assert cand.pytorch_compute and "@triton.jit" in cand.source
+    assert cpu_verifier.verify(problem, cand.source, mode="mixed").correct
+    assert not cpu_verifier.verify(problem, cand.source, mode="strict").correct
+
+
 def test_every_kernelbench_convolution_emits(kernelbench_dir):
     """Every conv fragment of KernelBench levels 1 and 2 (captured on the meta device) gets a
     kernel for every variant, on the GPU (autotuned) and off it."""

@@ -50,6 +50,11 @@ EMITTERS = {
 }
 
 PYTORCH = None  # the choice "run this fragment as PyTorch"
+# The choice "the anchor by PyTorch (cuBLAS/cuDNN), its prologue and epilogue fused in Triton"
+# (mixed mode): fp32 without tf32 leaves Triton's dot to FMA or to 3 tf32 passes, and the
+# vendor libraries' fp32 GEMMs and convolutions win (docs/benchmarks.md).
+LIBRARY = "library"
+LIBRARY_KINDS = ("matmul", "conv")
 
 
 @dataclass
@@ -113,11 +118,25 @@ class BuiltinPolicy:
                 out.append(frags)
         return out
 
-    def variants(self, program: Program, frag: Fragment) -> int:
+
+    def choices(self, program: Program, frag: Fragment, mode: str) -> list:
+        """A fragment's variants, the most promising first: emitter configurations (indices)
+        and, in mixed mode, LIBRARY for a matmul or convolution. The GPU order follows
+        benchmarks/plan_variants.py on an H100 (docs/benchmarks.md): a dot as 3 tf32 passes
+        beats fp32 FMA and cuBLAS's fp32 GEMM; cuDNN beats the implicit-GEMM convolutions (not
+        the direct depthwise ones)."""
         emitter = _emitter(frag)
-        if emitter is None or emitter is pytorch:
-            return 0
-        return len(emitter.configs(program, frag))
+        configs = [] if emitter is None or emitter is pytorch else emitter.configs(program, frag)
+        triton = list(range(len(configs)))
+        if self.device == "cuda":
+            triton.sort(key=lambda v: configs[v].get("precision") != "tf32x3")
+        if mode != "mixed" or frag.kind not in LIBRARY_KINDS:
+            return triton
+        if self.device != "cuda":
+            return triton + [LIBRARY]
+        gemm = frag.kind == "matmul" and frag.anchor.op != "scaled_dot_product_attention"
+        template_first = gemm or (frag.kind == "conv" and conv.is_direct(program, frag))
+        return triton[:1] + [LIBRARY] + triton[1:] if template_first else [LIBRARY] + triton
 
     def assemble(self, problem: Problem, program: Program, frags: list[Fragment],
                  choose: Callable[[int, Fragment], "int | Foreign | None"], mode: str, cut: str = "") -> Candidate:
@@ -128,10 +147,16 @@ class BuiltinPolicy:
         kernels, lines, plan, notes = [], [], [], []
         policies: set[str] = set()
         pytorch_compute = False
-        queue = [(i, f) for i, f in enumerate(frags)]
+        queue = [(i, f, None) for i, f in enumerate(frags)]  # (index, fragment, its part's variant)
         while queue:
-            i, frag = queue.pop(0)
-            variant = choose(i, frag) if frag.kind not in ("view", "torch") else PYTORCH
+            i, frag, part_variant = queue.pop(0)
+            if frag.kind in ("view", "torch"):
+                variant = PYTORCH
+            else:
+                variant = choose(i, frag) if part_variant is None else part_variant
+            if variant == LIBRARY:
+                queue = [(i, f, 0) for f in _split(frag)] + queue
+                continue
             try:
                 if variant is PYTORCH and frag.kind not in ("view", "torch"):
                     raise Unsupported("no verified Triton variant")
@@ -146,7 +171,7 @@ class BuiltinPolicy:
                 if mode != "mixed":
                     raise
                 if frag.anchor is not None and len(frag.nodes) > 1:
-                    queue = [(i, f) for f in _split(frag)] + queue
+                    queue = [(i, f, variant) for f in _split(frag)] + queue
                     notes.append(f"{frag.label}: split ({e})")
                     continue
                 emitted, how = pytorch.emit(program, Fragment(frag.nodes, None, "torch")), "PyTorch"
@@ -171,11 +196,10 @@ class BuiltinPolicy:
         program = Program(graph)
         seen: set[str] = set()
         for frags, cut in zip(self.cuts(program), ("fused", "one operator per kernel")):
-            count = max((self.variants(program, f) for f in frags), default=1)
-            for v in range(max(count, 1)):
+            options = [self.choices(program, f, mode) or [0] for f in frags]
+            for v in range(max(len(o) for o in options)):
                 try:
-                    cand = self.assemble(problem, program, frags,
-                                         lambda i, f, v=v: min(v, max(self.variants(program, f) - 1, 0)),
+                    cand = self.assemble(problem, program, frags, lambda i, f, v=v: options[i][min(v, len(options[i]) - 1)],
                                          mode, cut)
                 except Unsupported:
                     continue

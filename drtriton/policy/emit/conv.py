@@ -255,6 +255,14 @@ def _plus(start: str, offset: str | None, broadcast: bool) -> str:
     return f"{start} {sign} {term}"
 
 
+def is_direct(program: Program, frag: Fragment) -> bool:
+    """A depthwise convolution, computed directly (no dot)."""
+    try:
+        return _Conv.of(program, frag.anchor).direct
+    except Unsupported:  # emit says why
+        return False
+
+
 def configs(program: Program, frag: Fragment) -> list[dict]:
     """The dot precision of implicit GEMMs (the autotuner picks the tile on the GPU); depthwise
     convolutions have no dot."""
