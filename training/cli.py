@@ -1,8 +1,9 @@
 """``drtriton-train``: the training pipeline's command line (one subcommand per stage).
 
-Subcommands: ``synth`` (CSP-DAG program synthesis). Later stages (sft, drpo, eval) add a
-``_add_<name>`` function registering their parser and a ``cmd_<name>`` function running it.
-Bad arguments exit with status 2 and a one-line reason.
+Subcommands: ``synth`` (CSP-DAG program synthesis), ``sft``, ``drpo`` and ``eval`` (the runs
+of ``runs.py``, configured by a recipe, ``recipes.py``). Each has an ``_add_<name>`` function
+registering its parser and a ``cmd_<name>`` function running it. Bad arguments exit with status
+2 and a one-line reason.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -95,10 +97,84 @@ def cmd_synth(args, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def _run_args(p, init_help: str) -> None:
+    p.add_argument("--recipe", required=True, help="tiny or qwen2.5-coder-7b (training/recipes.py)")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--max-steps", type=int, default=-1, metavar="N", help="stop after N optimiser steps")
+    p.add_argument("--init", type=Path, metavar="DIR", help=init_help)
+    p.add_argument("--dry-run", action="store_true",
+                   help="a reduced model from the recipe's configuration and one step (no download)")
+    p.add_argument("--verifier-workers", type=_positive, default=2, help="verifier processes for rewards")
+    p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
+    p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")
+
+
+def _add_sft(subparsers) -> None:
+    p = subparsers.add_parser("sft", help="supervised fine-tuning on verified program -> Triton pairs")
+    _run_args(p, "start from this checkpoint instead of the recipe's model")
+    p.set_defaults(func=cmd_run, subparser=p, run="sft")
+
+
+def _add_drpo(subparsers) -> None:
+    p = subparsers.add_parser("drpo", help="curriculum RL with DRPO's decoupled reward (or GRPO)")
+    _run_args(p, "the SFT checkpoint to start from (an `sft` run's model/)")
+    p.add_argument("--algorithm", choices=["drpo", "grpo"], default="drpo", help="grpo: the ablation baseline")
+    p.set_defaults(func=cmd_run, subparser=p, run="drpo")
+
+
+def _add_eval(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="a checkpoint on held-out synthetic programs and KernelBench")
+    _run_args(p, "the checkpoint to evaluate")
+    p.add_argument("--kernelbench", type=Path, help="folder with level1.jsonl and level2.jsonl")
+    p.add_argument("--levels", default="1,2", help="KernelBench levels (default 1,2)")
+    p.add_argument("--limit", type=_positive, help="only the first N problems of each level")
+    p.set_defaults(func=cmd_run, subparser=p, run="eval")
+
+
+def cmd_run(args, parser: argparse.ArgumentParser) -> int:
+    from drtriton.training import recipes
+    from drtriton.training.runs import RunOptions, run_eval, run_rl, run_sft
+
+    try:
+        recipe = recipes.get(args.recipe)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.small or args.dry_run:  # a dry run keeps the recipe's model, at test-size data
+        recipe = replace(recipe.for_tests(), model=recipe.model) if args.dry_run else recipe.for_tests()
+    if args.init is not None and not (args.init / "config.json").is_file():
+        parser.error(f"--init {args.init}: no checkpoint there (expected config.json)")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file")
+    options = RunOptions(out=args.out, device=args.device, max_steps=args.max_steps, init=args.init,
+                         dry_run=args.dry_run, verifier_workers=args.verifier_workers,
+                         verifier_gpus=args.verifier_gpus)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def say(message: str) -> None:
+        print(f"[{args.run}] {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.run == "sft":
+            run_sft(recipe, options, say)
+        elif args.run == "drpo":
+            run_rl(recipe, options, args.algorithm, say)
+        else:
+            levels = tuple(int(x) for x in args.levels.split(","))
+            run_eval(recipe, options, args.kernelbench, levels, args.limit, say)
+    except ValueError as e:
+        parser.error(str(e))
+    print(args.out / "summary.json")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drtriton-train", description="DRTriton training pipeline")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_synth(subparsers)
+    _add_sft(subparsers)
+    _add_drpo(subparsers)
+    _add_eval(subparsers)
     return parser
 
 

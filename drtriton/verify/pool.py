@@ -52,6 +52,7 @@ class PoolSettings:
     isolate_network: bool = True
     startup_timeout_s: float = 180.0
     cache_dir: str = field(default_factory=lambda: str(Path.home() / ".cache" / "drtriton"))
+    gpus: str | None = None  # CUDA_VISIBLE_DEVICES for the workers (e.g. RL rewards on another GPU)
 
 
 def _signal_name(code: int) -> str:
@@ -82,6 +83,8 @@ class Worker:
             if settings.memory_limit_mb and settings.device == "cpu" else None,
         }
         env = _clean_env(settings.device, self.scratch, tmp, triton_cache, settings.cache_dir)
+        if settings.gpus is not None and settings.device == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = settings.gpus
         env["DRTRITON_WORKER_SETTINGS"] = json.dumps(worker_settings)
         parent_sock, child_sock = socket.socketpair()
         self.log_path = os.path.join(self.scratch, "worker.log")

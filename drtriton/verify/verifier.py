@@ -48,6 +48,7 @@ class VerifyConfig:
     memory_limit_mb: int | None = 16384
     training: bool = True  # KernelBench checks modules in training mode
     isolate_network: bool = True
+    gpus: str | None = None  # which GPUs the workers use (CUDA_VISIBLE_DEVICES), e.g. not training's
 
     def __post_init__(self):
         if self.mode not in ("strict", "mixed"):
@@ -86,7 +87,7 @@ class Verifier:
         self.config = config or VerifyConfig()
         self.device = resolve_device(self.config.device)
         self.pool = WorkerPool(
-            PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network),
+            PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network, gpus=self.config.gpus),
             size=self.config.workers,
         )
         self.gpu = GpuLock(self.pool.settings.cache_dir)

@@ -1,0 +1,420 @@
+"""Training on a CPU: SFT then DRPO of the tiny recipe through `drtriton-train` with rewards from the
+real verifier, the trainer's DRPO loss against a hand computation, the curriculum's stage change,
+the GRPO ablation, and the 7B recipe's dry runs. The pure DRPO math is in test_drpo_math.py."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("ortools")
+
+import torch  # noqa: E402
+
+from drtriton.training import runs  # noqa: E402
+from drtriton.training.cli import main  # noqa: E402
+from drtriton.training.curriculum import CurriculumCallback, CurriculumDataset  # noqa: E402
+from drtriton.training.data import read_jsonl, rl_prompts, write_jsonl  # noqa: E402
+from drtriton.training.drpo import DRPOConfig, DRPOTrainer, kl_penalty  # noqa: E402
+from drtriton.training.metrics import read  # noqa: E402
+from drtriton.training.recipes import TINY  # noqa: E402
+from drtriton.training.rewards import VerifierRewards  # noqa: E402
+from drtriton.verify import Verdict  # noqa: E402
+from verifier_cases import HACKS, RELU, RELU_OK, ROW_SUM, ROW_SUM_OK  # noqa: E402
+
+CHECKPOINT_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code.strip()}\n```"
+
+
+def step_rows(path):
+    """metrics.jsonl rows of optimiser steps (not the final summary or curriculum rows)."""
+    return [r for r in read(path) if "loss" in r and "train_loss" not in r]
+
+
+def finite(*values) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def load(path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.fixture(scope="module")
+def sft_run(tmp_path_factory):
+    """Two SFT steps of the tiny recipe, once per module: pairs taught by the built-in policy and
+    verified, a tokenizer and model built from scratch, then trained."""
+    out = tmp_path_factory.mktemp("training") / "sft"
+    assert main(["sft", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(out), "--max-steps", "2"]) == 0
+    return out
+
+
+# -- (a) SFT then DRPO through the command line ----------------------------------------------------
+
+
+def test_sft_writes_data_checkpoint_and_metrics(sft_run):
+    for name in CHECKPOINT_FILES:
+        assert (sft_run / "model" / name).is_file(), name
+    pairs = read_jsonl(sft_run / "data" / "sft.jsonl")
+    assert pairs and all(p["k"] == 1 and p["teacher"] for p in pairs)
+    for p in pairs:  # the shared prompt format, answered by a verified module in a fenced block
+        assert [m["role"] for m in p["messages"]][0] == "system"
+        assert p["messages"][-1]["role"] == "assistant" and p["messages"][-1]["content"].startswith("```python")
+    rows = step_rows(sft_run / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(finite(r["loss"], r["grad_norm"]) and r["loss"] > 0 for r in rows)
+    summary = json.loads((sft_run / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["pairs"] == len(pairs) and finite(summary["train_loss"])
+    assert "loss" in (sft_run / "metrics.svg").read_text()
+
+
+def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
+    out = tmp_path / "drpo"
+    assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
+                 "--out", str(out), "--max-steps", "2"]) == 0
+    for name in CHECKPOINT_FILES:
+        assert (out / "model" / name).is_file(), name
+    # RL prompts by curriculum stage (small recipe: k = 1, 2), each with a held-out set
+    for stage, k in enumerate((1, 2)):
+        rows = read_jsonl(out / "data" / f"stage{stage}_k{k}.jsonl")
+        assert rows and all(r["k"] == k and r["problem_class"] == "Model" for r in rows)
+        assert read_jsonl(out / "data" / f"heldout{stage}_k{k}.jsonl")
+    rows = step_rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert finite(r["loss"], r["kl"], r["rewards/correctness/mean"], r["drpo/prompts_with_signal"])
+        assert 0.0 <= r["rewards/correctness/mean"] <= 1.0
+        assert r["stage"] == 0 and r["stage_k"] == 1 and r["prompts/k"] == 1
+        assert finite(r["time/generation_s"], r["time/verification_s"], r["time/update_s"])
+        assert r["verified"] >= 2  # the rewards went through VerifierRewards
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["algorithm"] == "drpo" and summary["steps"] == 2 and summary["final_stage"] == 0
+    # the curriculum checked the held-out pass@1 once per step (eval_every 1), not twice at the end
+    assert [c["step"] for c in summary["curriculum"]] == [1, 2]
+    assert "rewards/correctness/mean" in (out / "metrics.svg").read_text()
+
+
+# -- DRPO with scripted rollouts: real verdicts, the loss by hand, the stage change in training ----
+
+
+def _script_rollouts(monkeypatch, tokenizer):
+    """Rollouts without sampling: in each group of two, the first answers with an honest kernel for
+    the prompt's problem, the second with a module the verifier refuses (PyTorch does the work)."""
+    honest = {"torch.relu": RELU_OK, "torch.sum": ROW_SUM_OK}
+    cheat = fenced(HACKS["row1_pytorch_does_the_work_kernel_unused"][1])
+    calls = []
+
+    def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        completions = []
+        for i, ids in enumerate(prompt_ids):
+            task = tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1]  # the program to convert
+            good = next(fenced(code) for marker, code in honest.items() if marker in task)
+            text = good if i % 2 == 0 else cheat
+            completions.append(tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id])
+        calls.append((list(prompt_ids), completions))
+        return completions, None
+
+    monkeypatch.setattr(DRPOTrainer, "_generate_single_turn", generate)
+    return calls
+
+
+def _mean_logprob(model, prompt, completion, temperature) -> float:
+    """s(o): the mean token log-probability of the completion under the sampling policy (TRL
+    scores tokens at the sampling temperature)."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logps = torch.log_softmax(model(ids).logits[0, :-1].float() / temperature, dim=-1)
+    targets = ids[0, len(prompt):]
+    return logps[len(prompt) - 1:].gather(1, targets[:, None]).mean().item()
+
+
+def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
+    out = tmp_path / "drpo"
+    relu = rl_prompts([{"id": "relu", "k": 1, "code": RELU}])
+    row_sum = rl_prompts([{"id": "row_sum", "k": 2, "code": ROW_SUM}])
+    for name, rows in {"stage0_k1": relu, "heldout0_k1": relu, "stage1_k2": row_sum, "heldout1_k2": row_sum}.items():
+        write_jsonl(out / "data" / f"{name}.jsonl", rows)  # rl_data reuses these
+    sft_model, tokenizer = load(sft_run / "model")
+    calls = _script_rollouts(monkeypatch, tokenizer)
+    evaluated = []
+
+    def held_out_pass1(model, tok, rewards, rows, max_new_tokens):
+        evaluated.append([r["id"] for r in rows])
+        return 1.0  # above the threshold: the curriculum moves on after step 1
+
+    monkeypatch.setattr(runs, "pass_at_1", held_out_pass1)
+    assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
+                 "--out", str(out), "--max-steps", "3", "--verifier-workers", "1"]) == 0
+
+    rows = step_rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:  # one honest and one refused rollout per prompt, as the real verifier judged them
+        assert r["rewards/correctness/mean"] == 0.5
+        assert r["drpo/prompts_with_signal"] == 1.0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["verified_completions"] >= 4 and summary["verification_s"] > 0
+
+    # step 1's loss by hand: with one correct and one wrong rollout the coefficients are +1 and -1,
+    # so loss = -(s_correct - s_wrong); the policy is still the reference, so the KL term is 0
+    prompts, completions = calls[0]
+    temperature = TINY.rl.temperature
+    s_correct = _mean_logprob(sft_model, prompts[0], completions[0], temperature)
+    s_wrong = _mean_logprob(sft_model, prompts[1], completions[1], temperature)
+    assert rows[0]["loss"] == pytest.approx(-(s_correct - s_wrong), rel=1e-4, abs=1e-5)
+    assert rows[0]["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert rows[0]["loss"] != 0.0
+
+    # the update moved the weights
+    trained, _ = load(out / "model")
+    assert any(not torch.equal(a, b) for a, b in zip(sft_model.state_dict().values(), trained.state_dict().values()))
+
+    # the curriculum: stage 1's held-out set reached pass@1 >= 50% after step 1, so training moved
+    # on to stage 2's programs (k = 2: the row sum). The prompts of the next step are already read
+    # (accelerate's data loader reads one batch ahead), so the change shows one step later.
+    assert evaluated == [["relu"], ["row_sum"], ["row_sum"]]
+    assert summary["curriculum"][0] == {"step": 1, "stage": 0, "heldout_pass1": 1.0, "advanced": True}
+    assert summary["final_stage"] == 1 and [r["stage"] for r in rows] == [1, 1, 1]
+    assert rows[0]["prompts/k"] == 1 and rows[-1]["prompts/k"] == 2  # what each step trained on
+    assert "torch.relu" in tokenizer.decode(calls[0][0][0])
+    assert "torch.sum" in tokenizer.decode(calls[-1][0][0])
+
+
+# -- (d) the trainer's DRPO loss on a hand-made batch -----------------------------------------------
+
+
+def test_trainer_loss_matches_hand_computation(sft_run, tmp_path):
+    from datasets import Dataset
+
+    model, tokenizer = load(sft_run / "model")
+    args = DRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, beta=10.0,
+                      kl_delta=0.01, max_completion_length=8, use_cpu=True, bf16=False, report_to=[],
+                      save_strategy="no")  # TRL's configs default to bf16, which autocasts even on a CPU
+    trainer = DRPOTrainer(model=model, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)], args=args,
+                          train_dataset=Dataset.from_list([{"prompt": "x"}] * 4), processing_class=tokenizer)
+    torch.manual_seed(0)
+    vocab = len(tokenizer)
+    prompt_ids = torch.randint(5, vocab, (4, 6))
+    completion_ids = torch.randint(5, vocab, (4, 5))
+    completion_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
+    advantages = torch.tensor([0.7, -0.3, 1.0, -1.0])  # two prompts' coefficients
+    ids = torch.cat([prompt_ids, completion_ids], 1)
+    with torch.no_grad():
+        logits = model(ids).logits[:, prompt_ids.shape[1] - 1:-1].float()
+    logps = torch.log_softmax(logits, -1).gather(2, completion_ids[..., None])[..., 0]
+    ref = logps - 0.3  # a reference far enough away that the KL constraint is active
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids), "completion_ids": completion_ids,
+              "completion_mask": completion_mask, "advantages": advantages, "ref_per_token_logps": ref}
+
+    scores = (logps * completion_mask).sum(1) / completion_mask.sum(1)
+    per_token_kl = torch.exp(ref - logps) - (ref - logps) - 1
+    kl = (per_token_kl * completion_mask).sum() / completion_mask.sum()
+    assert kl.item() > 0.01
+    expected = -(advantages * scores).sum() / 2 + 10.0 * (kl - 0.01) * kl  # averaged over 2 prompts
+
+    model.train()
+    for accumulation in (1, 2):  # the loss comes scaled for gradient accumulation
+        trainer.current_gradient_accumulation_steps = accumulation
+        loss = trainer._compute_loss(model, inputs)
+        assert loss.item() == pytest.approx(expected.item() / accumulation, rel=1e-5)
+    assert kl_penalty(kl, 10.0, 0.01).item() > 0
+    # the gradient flows through the sequence scores: a positive coefficient raises its rollout
+    model.zero_grad()
+    trainer.current_gradient_accumulation_steps = 1
+    trainer._compute_loss(model, {**inputs, "advantages": torch.tensor([1.0, -1.0, 0.0, 0.0]),
+                                  "ref_per_token_logps": logps}).backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p -= 1e-2 * p.grad
+        after = torch.log_softmax(model(ids).logits[:, prompt_ids.shape[1] - 1:-1].float(), -1)
+    after = after.gather(2, completion_ids[..., None])[..., 0]
+    new_scores = (after * completion_mask).sum(1) / completion_mask.sum(1)
+    assert new_scores[0] - new_scores[1] > scores[0] - scores[1]
+
+
+# -- (b) rewards from the real verifier --------------------------------------------------------------
+
+
+def test_verifier_rewards_correctness(cpu_verifier):
+    rewards = VerifierRewards(cpu_verifier)
+    correctness, speed = rewards.functions
+    assert [f.__name__ for f in rewards.functions] == ["correctness", "speed"]  # TRL's metric names
+    cases = {
+        "honest": fenced(RELU_OK),
+        "pytorch does the work": fenced(HACKS["row1_pytorch_does_the_work_kernel_unused"][1]),
+        "calls the reference": fenced(HACKS["row2_calls_reference_model"][1]),
+        "garbage": "I would use a kernel here.",
+        "broken code": "```python\nclass ModelNew(:\n```",
+    }
+    completions = [[{"role": "assistant", "content": text}] for text in cases.values()]
+    kwargs = {"problem_source": [RELU] * len(cases), "problem_class": ["Model"] * len(cases)}
+    scores = dict(zip(cases, correctness(prompts=[None] * len(cases), completions=completions, **kwargs)))
+    assert scores == {"honest": 1.0, "pytorch does the work": 0.0, "calls the reference": 0.0,
+                      "garbage": 0.0, "broken code": 0.0}
+    verified = rewards.verified
+    # the second function reads the same verdicts: nothing verified again; on a CPU nothing is timed
+    assert speed(prompts=[None] * len(cases), completions=completions, **kwargs) == [None] * len(cases)
+    assert rewards.verified == verified and rewards.seconds > 0
+    rewards.close()
+
+
+class _StubVerifier:
+    """Verdicts by code, for the speed reward's sign (timing needs a GPU)."""
+
+    class config:
+        workers = 1
+
+    def __init__(self, verdicts):
+        self.verdicts = verdicts
+        self.calls = 0
+
+    def verify(self, problem, code, mode="strict"):
+        self.calls += 1
+        return self.verdicts[code.strip()]
+
+
+def test_speed_reward_is_log_speedup_for_correct_completions_only():
+    verdicts = {"fast": Verdict(correct=True, status="correct", speedup_eager=2.0),
+                "slow": Verdict(correct=True, status="correct", speedup_eager=0.5),
+                "wrong_but_fast": Verdict(correct=False, status="incorrect", speedup_eager=3.0)}
+    code = {name: f"class ModelNew:\n    name = {name!r}" for name in verdicts}
+    stub = _StubVerifier({code[name]: v for name, v in verdicts.items()})
+    rewards = VerifierRewards(stub)
+    correctness, speed = rewards.functions
+    completions = [fenced(code[name]) for name in verdicts]
+    kwargs = {"problem_source": [RELU] * 3, "problem_class": ["Model"] * 3}
+    values = speed(prompts=[None] * 3, completions=completions, **kwargs)
+    assert values[0] == pytest.approx(math.log(2.0)) and values[0] > 0
+    assert values[1] == pytest.approx(math.log(0.5)) and values[1] < 0
+    assert values[2] is None  # an incorrect rollout gets no speed reward, however fast
+    assert correctness(prompts=[None] * 3, completions=completions, **kwargs) == [1.0, 1.0, 0.0]
+    assert stub.calls == 3  # one verification per completion serves both functions
+    # a new batch: verified once, and the cache keeps only that batch
+    assert speed(prompts=[None], completions=[fenced(code["fast"]) + " "], problem_source=[RELU],
+                 problem_class=["Model"]) == [pytest.approx(math.log(2.0))]
+    assert stub.calls == 4 and len(rewards._verdicts) == 1
+    rewards.close()
+
+
+# -- (c) the curriculum -----------------------------------------------------------------------------
+
+
+def _stages():
+    return [[{"k": 1, "id": f"a{i}"} for i in range(3)], [{"k": 2, "id": f"b{i}"} for i in range(3)],
+            [{"k": 5, "id": f"c{i}"} for i in range(3)]]
+
+
+class _State:
+    def __init__(self, step):
+        self.global_step = step
+
+
+def test_curriculum_advances_at_the_threshold_and_not_below():
+    dataset = CurriculumDataset(_stages())
+    heldout = [[{"k": 1}], [{"k": 2}], [{"k": 5}]]
+    rates = iter([0.49, 0.5, 0.2, 0.9, 1.0])
+    seen, logged = [], []
+
+    def evaluate(rows):
+        seen.append(rows[0]["k"])
+        return next(rates)
+
+    callback = CurriculumCallback(dataset, heldout, evaluate, threshold=0.5, every=2, log=logged.append)
+    callback.on_step_end(None, _State(1), None)  # not a multiple of `every`: no evaluation
+    assert seen == [] and dataset.stage == 0
+    for step, stage_after in [(2, 0), (4, 1), (6, 1), (8, 2), (10, 2)]:
+        callback.on_step_end(None, _State(step), None)
+        assert dataset.stage == stage_after, step
+    assert seen == [1, 1, 2, 2, 5]  # each check uses the current stage's held-out set
+    assert [r["advanced"] for r in logged] == [False, True, False, True, False]  # the last stage stays
+    assert logged[1] == {"step": 4, "stage": 0, "heldout_pass1": 0.5, "advanced": True}
+    assert callback.history == logged
+
+
+def test_curriculum_stream_follows_the_stage():
+    dataset = CurriculumDataset(_stages(), seed=1)
+    stream = iter(dataset.as_iterable())
+    first = [next(stream) for _ in range(5)]
+    assert {r["k"] for r in first} == {1}
+    assert sorted(r["id"] for r in first[:3]) == ["a0", "a1", "a2"]  # a shuffled pass over the stage
+    dataset.advance()
+    assert {next(stream)["k"] for _ in range(6)} == {2}  # at once, not after the current pass
+    assert dataset[4]["k"] == 2 and len(dataset) == 3
+
+
+# -- (e) the GRPO ablation ------------------------------------------------------------------------
+
+
+def test_grpo_ablation_takes_a_step(sft_run, tmp_path):
+    out = tmp_path / "grpo"
+    assert main(["drpo", "--algorithm", "grpo", "--recipe", "tiny", "--small", "--device", "cpu",
+                 "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1"]) == 0
+    rows = step_rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1]
+    assert finite(rows[0]["loss"], rows[0]["rewards/correctness/mean"])
+    assert "drpo/prompts_with_signal" not in rows[0] and "kl" not in rows[0]  # TRL's GRPO, beta 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["algorithm"] == "grpo" and summary["steps"] == 1
+    assert (out / "model" / "model.safetensors").is_file()
+
+
+def test_eval_reports_by_k(sft_run, tmp_path):
+    out = tmp_path / "eval"
+    assert main(["eval", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
+                 "--out", str(out)]) == 0
+    results = json.loads((out / "summary.json").read_text())["results"]
+    assert set(results) == {"synthetic k=1", "synthetic k=2"}
+    for name, r in results.items():
+        assert r["problems"] == 1 and 0.0 <= r["faster_than_eager"] <= r["correct"] <= 1.0
+        assert (out / name.replace(" ", "_").replace("=", "") / "verdicts.jsonl").is_file()
+
+
+# -- (f) the paper's recipe, reduced -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage", ["sft", "drpo"])
+def test_qwen_recipe_dry_run(stage, sft_run, tmp_path):
+    import shutil
+
+    from transformers import AutoConfig
+
+    from drtriton.training.recipes import QWEN_7B
+
+    out = tmp_path / stage
+    if stage == "sft":  # a dry run uses test-size data, the same as the tiny run's: reuse its verified pairs
+        shutil.copytree(sft_run / "data", out / "data")
+    assert main([stage, "--recipe", "qwen2.5-coder-7b", "--dry-run", "--device", "cpu", "--out", str(out)]) == 0
+    config = AutoConfig.from_pretrained(out / "model")
+    full = QWEN_7B.model.architecture
+    # the 7B's architecture, reduced in size only
+    assert config.model_type == "qwen2" and config.num_hidden_layers == 2 and config.hidden_size == 64
+    assert config.rope_parameters["rope_theta"] == full["rope_theta"]
+    assert config.num_key_value_heads < config.num_attention_heads  # grouped-query attention, like the 7B
+    assert config.max_position_embeddings == full["max_position_embeddings"]
+    assert config.tie_word_embeddings is False
+    rows = step_rows(out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1] and finite(rows[0]["loss"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["recipe"] == "qwen2.5-coder-7b" and summary["steps"] == 1
+    if stage == "drpo":
+        assert summary["algorithm"] == "drpo" and "kl" in rows[0]  # beta 100: a reference model
+        assert summary["settings"]["lam"] == 0.1 and summary["settings"]["tau"] == 5.0
+        assert summary["settings"]["beta"] == 100.0 and summary["settings"]["rollouts"] == 2  # test size
+    else:
+        assert summary["settings"]["lr"] == 2e-6 and summary["settings"]["epochs"] == 10
+
+
+def test_qwen_recipe_ships_its_accelerate_config():
+    from drtriton.training.recipes import QWEN_7B, TINY
+
+    text = QWEN_7B.accelerate_config.read_text()
+    assert "zero_stage: 3" in text and "distributed_type: DEEPSPEED" in text
+    assert QWEN_7B.rl.rollouts == 8 and QWEN_7B.rl.lr == 1e-6 and QWEN_7B.sft.batch * 8 == 64
+    assert TINY.accelerate_config is None

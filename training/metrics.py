@@ -1,0 +1,64 @@
+"""Per-step metrics to `metrics.jsonl`, and a plot of them.
+
+Each line is what the trainer logged at a step (loss, rewards, correct rate, speed, KL, stage,
+where the time went), plus the step. The plot is SVG written by hand, so it needs no plotting
+library on the GPU machine or in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+try:
+    from transformers import TrainerCallback
+except ImportError:  # pragma: no cover
+    TrainerCallback = object  # type: ignore[misc,assignment]
+
+
+class MetricsLog(TrainerCallback):
+    def __init__(self, path: Path, extra=None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.extra = extra or (lambda: {})  # values of our own to add (stage, verifier time...)
+        self.started = time.monotonic()
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        record = {"step": state.global_step, "elapsed_s": round(time.monotonic() - self.started, 2)}
+        record.update({k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))})
+        record.update(self.extra())
+        self.write(record)
+        return control
+
+
+def read(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def plot(records: list[dict], keys: list[str], out: Path, title: str) -> Path:
+    """Small multiples: one panel per key, value against step."""
+    width, panel, pad = 640, 140, 40
+    series = [(k, [(r["step"], r[k]) for r in records if isinstance(r.get(k), (int, float))]) for k in keys]
+    series = [(k, pts) for k, pts in series if pts]
+    height = pad + panel * max(len(series), 1)
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11"><text x="{pad}" y="18">{title}</text>']
+    for i, (key, pts) in enumerate(series):
+        top = pad + i * panel
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        x0, x1 = min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1
+        y0, y1 = min(ys), max(ys) if max(ys) > min(ys) else min(ys) + 1
+        sx = lambda x: pad + (x - x0) / (x1 - x0) * (width - 2 * pad)  # noqa: E731
+        sy = lambda y: top + panel - 25 - (y - y0) / (y1 - y0) * (panel - 40)  # noqa: E731
+        path = " ".join(f"{'M' if j == 0 else 'L'}{sx(x):.1f},{sy(y):.1f}" for j, (x, y) in enumerate(pts))
+        svg += [f'<text x="{pad}" y="{top + 10}">{key} ({y0:.3g} .. {y1:.3g})</text>',
+                f'<path d="{path}" fill="none" stroke="#2a6" stroke-width="1.5"/>',
+                f'<line x1="{pad}" y1="{top + panel - 25}" x2="{width - pad}" y2="{top + panel - 25}" stroke="#999"/>']
+    svg.append("</svg>")
+    Path(out).write_text("\n".join(svg) + "\n")
+    return Path(out)

@@ -1,0 +1,95 @@
+"""RL rewards from the verifier: is a completion correct, and how much faster than eager.
+
+One verification per completion serves both reward functions (TRL calls them one after the
+other with the same completions). A batch's completions are verified concurrently by the
+verifier's worker pool, which can live on other GPUs than training (`VerifyConfig.gpus`).
+Completions with no usable code get correctness 0 without reaching a worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from drtriton.problem import Problem, from_source
+from drtriton.prompting import parse_reply
+from drtriton.verify import Verdict, Verifier
+
+
+def completion_text(completion) -> str:
+    """TRL hands conversational completions as [{"role": "assistant", "content": ...}]."""
+    if isinstance(completion, list):
+        return "".join(m.get("content", "") for m in completion if isinstance(m, dict))
+    return str(completion)
+
+
+class VerifierRewards:
+    def __init__(self, verifier: Verifier, mode: str = "strict"):
+        self.verifier = verifier
+        self.mode = mode
+        self.pool = ThreadPoolExecutor(max_workers=verifier.config.workers, thread_name_prefix="drtriton-reward")
+        self._verdicts: dict[str, Verdict] = {}
+        self._problems: dict[str, Problem] = {}
+        self._lock = threading.Lock()
+        self.seconds = 0.0  # time spent verifying (for the step-time breakdown)
+        self.verified = 0
+
+        # TRL names reward functions by __name__
+        def correctness(prompts, completions, problem_source, problem_class, **kwargs):
+            return [1.0 if v.correct else 0.0 for v in self.verdicts(completions, problem_source, problem_class)]
+
+        def speed(prompts, completions, problem_source, problem_class, **kwargs):
+            """log(t_eager / t_candidate) for correct, timed completions; None otherwise (TRL
+            leaves None out of the means; on a CPU nothing is timed)."""
+            out = []
+            for v in self.verdicts(completions, problem_source, problem_class):
+                out.append(math.log(v.speedup_eager) if v.correct and v.speedup_eager else None)
+            return out
+
+        self.functions = [correctness, speed]
+
+    def _problem(self, source: str, class_name: str) -> Problem:
+        key = hashlib.sha1(f"{class_name}\0{source}".encode()).hexdigest()
+        if key not in self._problems:
+            self._problems[key] = from_source(source, class_name, name=class_name)
+        return self._problems[key]
+
+    def verdicts(self, completions, sources, classes) -> list[Verdict]:
+        keys, jobs = [], {}
+        for completion, source, cls in zip(completions, sources, classes):
+            text = completion_text(completion)
+            key = hashlib.sha1(f"{cls}\0{source}\0{text}".encode()).hexdigest()
+            keys.append(key)
+            if key not in self._verdicts and key not in jobs:
+                jobs[key] = (text, source, cls)
+        if jobs:  # a new batch: keep only its verdicts (the second reward function reads them), so the
+            current = set(keys)  # cache stays one batch long over a long run
+            with self._lock:
+                self._verdicts = {k: v for k, v in self._verdicts.items() if k in current}
+        started = time.monotonic()
+        futures = {key: self.pool.submit(self._verify, *job) for key, job in jobs.items()}
+        for key, fut in futures.items():
+            verdict = fut.result()
+            with self._lock:
+                self._verdicts[key] = verdict
+        self.seconds += time.monotonic() - started
+        self.verified += len(futures)
+        return [self._verdicts[k] for k in keys]
+
+    def _verify(self, text: str, source: str, cls: str) -> Verdict:
+        problem = self._problem(source, cls)
+        parsed = parse_reply(text, problem.candidate_class)
+        if not parsed.ok:
+            return Verdict(correct=False, status="failed", reasons=[f"no usable code: {parsed.error}"])
+        return self.verifier.verify(problem, parsed.code, mode=self.mode)
+
+    def forget(self) -> None:
+        """Drop cached verdicts (each step's completions are new)."""
+        with self._lock:
+            self._verdicts.clear()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
