@@ -37,7 +37,7 @@ class Node:
     outputs: list[str]  # value names (several for max.dim & co.)
     op: str | None = None  # vocabulary operator, None when the vocabulary does not cover it
     attrs: dict = field(default_factory=dict)  # the vocabulary operator's attributes
-    mutates: bool = False  # in-place on a buffer (batch-norm counters): not part of the result
+    mutates: bool = False  # in-place on a parameter or buffer (batch-norm counters): not part of the result
 
 
 @dataclass
@@ -76,6 +76,11 @@ def value_refs(args) -> list[str]:
         elif isinstance(a, (list, tuple)):
             out += value_refs(a)
     return out
+
+
+# What `torch.tensor(c)` in forward traces to: identities on the lifted constant. Capture folds
+# them into the constant itself, so a scalar stays a literal the emitters write into the kernel.
+_CONSTANT_IDENTITIES = {"aten.lift_fresh_copy.default", "aten.detach.default", "aten.detach_.default"}
 
 
 class CaptureError(Exception):
@@ -193,14 +198,23 @@ def _convert(ep) -> Graph:
             val = n.meta.get("val")
             if val is None:  # checks with no result (aten._assert_tensor_metadata): nothing to run
                 continue
+            target = str(n.target)
+            source = ref(n.args[0]) if n.args else None
+            if target in _CONSTANT_IDENTITIES and isinstance(source, dict) \
+                    and values[source["value"]].kind == "const":
+                alias[n.name] = source["value"]
+                continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]
             names = [n.name] if len(outs) == 1 else [f"{n.name}.{i}" for i in range(len(outs))]
             for name, o in zip(names, outs):
                 if o is not None and hasattr(o, "shape"):
                     values[name] = Value(name, list(o.shape), _dtype(o), "node")
-            target = str(n.target)
+            # In place on the module's state (num_batches_tracked += 1) is a side effect, not part of
+            # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
+            in_place = target.endswith("_.Tensor") or target.endswith("_.default")
+            on_state = isinstance(source, dict) and values[source["value"]].kind in ("param", "buffer")
             node = Node(n.name, target, ref(list(n.args)), {k: ref(v) for k, v in n.kwargs.items()}, names,
-                        mutates=target.endswith("_.Tensor") or target.endswith("_.default"))
+                        mutates=in_place and on_state)
             m = match(node, values)
             if m is not None:
                 node.op, node.attrs = m

@@ -158,6 +158,24 @@ PARTLY_COVERED = textwrap.dedent('''
 ''')
 
 
+IN_PLACE = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def forward(self, x):
+            y = x * 2.0
+            y.relu_()  # in place on a value forward computed: part of the result
+            return y.detach_() + 1.0
+
+    def get_inputs():
+        return [torch.randn(4, 8)]
+
+    def get_init_inputs():
+        return []
+''')
+
+
 def test_untraceable_code_gets_a_clear_message(cpu_verifier):
     result, _ = convert(cpu_verifier, UNTRACEABLE)
     assert not result.correct
@@ -171,6 +189,12 @@ def test_uncovered_operators_run_as_pytorch_fragments_in_mixed_mode(cpu_verifier
     assert mixed.correct, mixed.reason
     assert "flip: PyTorch" in mixed.plan and "Triton" in mixed.plan
     assert any(op.startswith("flip") for op in mixed.verdict.pytorch_ops)
+
+
+def test_in_place_operators_on_computed_values_are_kept(cpu_verifier):
+    result, _ = convert(cpu_verifier, IN_PLACE, mode="mixed")
+    assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
+    assert "relu_: PyTorch" in result.plan
 
 
 def test_convert_cli_exit_codes(tmp_path):

@@ -147,6 +147,38 @@ def get_init_inputs():
     return [4, 8, 3, (8, 1, 1)]
 '''
 
+CONSTANT_TENSOR = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """KernelBench level 2, problem 31 (Conv2d_Min_Add_Multiply), at a tiny size: forward makes
+    a tensor of a constant, which torch.export traces as lift_fresh_copy + detach_."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, constant_value, bias_shape, scaling_factor):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.constant_value = constant_value
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.min(x, torch.tensor(self.constant_value))
+        x = x + self.bias
+        x = x * self.scaling_factor
+        return x
+
+
+def get_inputs():
+    return [torch.rand(2, 3, 9, 10)]
+
+
+def get_init_inputs():
+    return [3, 8, 3, 0.5, (8, 1, 1), 2.0]
+'''
+
 TWO_OUTPUTS = '''
 import torch
 import torch.nn as nn
@@ -177,6 +209,14 @@ def test_epilogue_fused_into_the_conv_kernel(cpu_verifier):
     source = _first_candidate(problem).source
     assert source.count("@triton.jit") == 1  # one kernel: conv, relu and the (C, 1, 1) add
     assert "tl.maximum(acc, 0.0)" in source
+
+
+def test_a_constant_tensor_made_in_forward_is_a_literal(cpu_verifier):
+    problem = from_source(CONSTANT_TENSOR, name="conv2d min(constant tensor) add mul")
+    assert [n.target for n in _graph(problem).nodes] == [
+        "aten.conv2d.default", "aten.min.other", "aten.add.Tensor", "aten.mul.Tensor"]
+    _check(cpu_verifier, problem, "conv2d, minimum, add, mul_scalar: Triton (precision=ieee)")
+    assert "tl.minimum(acc, 0.5)" in _first_candidate(problem).source
 
 
 def test_epilogue_stores_every_value_used_outside(cpu_verifier):

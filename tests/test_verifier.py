@@ -5,7 +5,7 @@ import pytest
 
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
-from verifier_cases import HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
+from verifier_cases import BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
 
 
 def problem(source, name="p"):
@@ -43,6 +43,12 @@ def test_mixed_mode_accepts_pytorch_ops_and_reports_them():
     assert v.correct, v.reasons
     assert any(op.startswith("addmm") or op.startswith("mm") for op in v.pytorch_ops), v.pytorch_ops
     assert v.settings["parameters"] == "state_dict"
+
+
+def test_a_stochastic_module_is_verified_in_eval_mode_from_its_constructed_state(cpu_verifier):
+    v = cpu_verifier.verify(problem(BATCHNORM_DROPOUT, "batchnorm dropout"), BATCHNORM_EVAL_OK)
+    assert "stochastic in training mode (dropout?): verified in eval mode" in v.flags
+    assert v.correct, v.reasons
 
 
 def test_verdict_round_trips_through_json(cpu_verifier):

@@ -236,6 +236,54 @@ class ModelNew(nn.Module):
         return out
 """)
 
+# Dropout makes training mode stochastic, so the verifier checks it in eval mode, where batch
+# norm reads its running statistics: the reference's must be as constructed, like the
+# candidate's (the stochasticity probe runs forward in training mode, which moves them).
+BATCHNORM_DROPOUT = src("""
+class Model(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.drop = nn.Dropout(0.5)
+    def forward(self, x):
+        return self.drop(self.bn(x))
+
+def get_inputs():
+    return [torch.rand(4, 8, 6, 5)]
+
+def get_init_inputs():
+    return [8]
+""")
+
+BATCHNORM_EVAL_OK = src("""
+@triton.jit
+def batchnorm_eval_kernel(x_ptr, mean_ptr, var_ptr, w_ptr, b_ptr, out_ptr, n, C, S, eps, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    c = (offs // S) % C
+    x = tl.load(x_ptr + offs, mask=mask)
+    mean = tl.load(mean_ptr + c, mask=mask)
+    var = tl.load(var_ptr + c, mask=mask)
+    w = tl.load(w_ptr + c, mask=mask)
+    b = tl.load(b_ptr + c, mask=mask)
+    tl.store(out_ptr + offs, (x - mean) / tl.sqrt(var + eps) * w + b, mask=mask)
+
+class ModelNew(nn.Module):
+    \"\"\"Eval mode only: batch norm from the running statistics; dropout is the identity.\"\"\"
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        self.drop = nn.Dropout(0.5)
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        bn = self.bn
+        batchnorm_eval_kernel[(triton.cdiv(n, 1024),)](x, bn.running_mean, bn.running_var, bn.weight, bn.bias, out,
+                                                       n, x.shape[1], x[0, 0].numel(), bn.eps, BLOCK=1024)
+        return out
+""")
+
 HONEST = {
     "elementwise": (RELU, RELU_OK),
     "reduction": (ROW_SUM, ROW_SUM_OK),

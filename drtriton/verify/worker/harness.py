@@ -98,9 +98,12 @@ class ReferenceHarness:
             flags = []
             if runtime.model.training:
                 second = self._forward(runtime, inputs)
-                if any(not torch.equal(a, b) for a, b in zip(first, second)):
+                if any(not _same_run(a, b) for a, b in zip(first, second)):
                     runtime.model.eval()
                     flags.append("stochastic in training mode (dropout?): verified in eval mode")
+        # These calls moved the buffers in training mode (batch-norm running statistics, which
+        # eval mode reads); the candidate starts from the constructed state, so must the reference.
+        runtime.model.load_state_dict(runtime.initial_state)
         self.problems[key] = runtime
         self.problems.move_to_end(key)
         while len(self.problems) > self.MAX_PROBLEMS:
@@ -471,3 +474,11 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.is_floating_point():
         return bool(((a == b) | (a.isnan() & b.isnan())).all())
     return torch.equal(a, b)
+
+
+def _same_run(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Two runs of the reference on the same inputs agree: bit for bit, or for floats within
+    run-to-run noise (atomics in cuDNN's transposed convolutions), far below what dropout does."""
+    if a.is_floating_point() and a.shape == b.shape:
+        return torch.allclose(a, b, rtol=1e-5, atol=1e-6, equal_nan=True)
+    return _same(a, b)
