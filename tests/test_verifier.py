@@ -51,6 +51,22 @@ def test_a_stochastic_module_is_verified_in_eval_mode_from_its_constructed_state
     assert v.correct, v.reasons
 
 
+def test_reference_out_of_memory_once_is_retried(cpu_verifier, tmp_path):
+    """A reference that runs out of GPU memory (other problems' tensors held by the reference
+    worker, other checks' workers) is prepared again after the worker dropped its other
+    problems: the verdict is about the candidate, not about a crowded GPU."""
+    marker = tmp_path / "ran-out-once"
+    source = RELU.replace("def get_inputs():\n", f"""def get_inputs():
+    import pathlib
+    if not pathlib.Path({str(marker)!r}).exists():
+        pathlib.Path({str(marker)!r}).touch()
+        raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+""")
+    v = cpu_verifier.verify(problem(source, "oom once"), RELU_OK)
+    assert marker.exists()
+    assert v.correct, v.reasons
+
+
 def test_verdict_round_trips_through_json(cpu_verifier):
     v = cpu_verifier.verify(problem(RELU), RELU_OK)
     again = Verdict.from_dict(__import__("json").loads(v.to_json()))

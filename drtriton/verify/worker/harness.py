@@ -76,15 +76,29 @@ class ReferenceHarness:
         if op in ("reference", "compare") and req["key"] not in self.problems:
             return {"ok": False, "kind": "unprepared", "error": "problem not prepared (evicted)"}
         try:
-            return getattr(self, f"op_{op}")(req)
-        except ProblemFault as e:
-            return {"ok": False, "kind": "problem", "error": str(e)}
-        except torch.OutOfMemoryError as e:
-            self.outputs.pop((req.get("key"), req.get("seed")), None)
-            _release_cached_memory(self.settings)
-            return {"ok": False, "kind": "oom", "error": describe_error(e)}
+            for attempt in (1, 2):
+                try:
+                    return getattr(self, f"op_{op}")(req)
+                except (ProblemFault, torch.OutOfMemoryError) as e:
+                    oom = isinstance(e, torch.OutOfMemoryError) or isinstance(e.__context__, torch.OutOfMemoryError)
+                    if not oom:
+                        return {"ok": False, "kind": "problem", "error": str(e)}
+                    self.outputs.pop((req.get("key"), req.get("seed")), None)
+                    if attempt == 1:  # the cached problems' tensors may be what fills the GPU
+                        self._evict_all_but(req.get("key"))
+                    _release_cached_memory(self.settings)
+                    if attempt == 2:
+                        return {"ok": False, "kind": "oom", "error": str(e) if isinstance(e, ProblemFault) else describe_error(e)}
         finally:
             _release_cached_memory(self.settings, keep_bytes=IDLE_CACHE_BYTES)
+
+    def _evict_all_but(self, key) -> None:
+        """Drop every other prepared problem and its outputs (a later request for one of them
+        gets "unprepared" and the verifier prepares it again)."""
+        for other in [k for k in self.problems if k != key]:
+            del self.problems[other]
+        for k in [k for k in self.outputs if k[0] != key]:
+            del self.outputs[k]
 
     def op_prepare(self, req: dict) -> dict:
         key = req["key"]
