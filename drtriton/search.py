@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from .capture import CaptureError
-from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate
+from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
 from .policy.emit import Unsupported
 from .policy.fragments import fragment_task
@@ -170,7 +170,7 @@ class Search:
             yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
                                               + "; ".join(f.label for f in frags if f.kind != 'view')})
             options = {i: self.builtin.choices(program, f, self.config.mode) if builtin else [] for i, f in enumerate(frags)}
-            first = {i: (o[0] if o else PYTORCH) for i, o in options.items()}
+            first = first_choices(options)
             verdict = None
             if builtin:  # 1. the plan as first written, verified whole
                 verdict = yield from self._plan(program, frags, first, cut, cut_index)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from drtriton.capture import capture_module
-from drtriton.policy.builtin import BuiltinPolicy
+from drtriton.policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, first_choices
 from drtriton.problem import from_source
 
 GEMM = '''
@@ -51,3 +51,11 @@ def test_gemm_order():
     # CPU (the interpreter): exact fp32 first, the library last
     assert _plans(GEMM, "cpu", "mixed")[:3] == [f"{fused} (precision=ieee)", f"{fused} (precision=tf32x3)",
                                                 "linear: PyTorch; mul_scalar, relu: Triton"]
+
+
+def test_first_plan_keeps_something_in_triton():
+    # a convolution with an epilogue: cuDNN + the epilogue in Triton
+    assert first_choices({0: [LIBRARY, 1, 0], 1: [0]}) == {0: LIBRARY, 1: 0}
+    # a lone convolution (plus views): cuDNN alone is no Triton plan, so the first template leads
+    assert first_choices({0: [LIBRARY, 1, 0], 1: []}) == {0: 1, 1: PYTORCH}
+    assert first_choices({0: []}) == {0: PYTORCH}

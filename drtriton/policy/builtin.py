@@ -57,6 +57,16 @@ LIBRARY = "library"
 LIBRARY_KINDS = ("matmul", "conv")
 
 
+def first_choices(options: dict[int, list]) -> dict[int, object]:
+    """The plan as first written: each fragment's first choice (PYTORCH when it has none), unless
+    that leaves nothing in Triton (a lone convolution in mixed mode on the GPU, where LIBRARY
+    leads): then each fragment's first Triton template instead."""
+    first = {i: (o[0] if o else PYTORCH) for i, o in options.items()}
+    if all(c is PYTORCH or c == LIBRARY for c in first.values()):
+        first = {i: next((c for c in o if c != LIBRARY), first[i]) for i, o in options.items()}
+    return first
+
+
 @dataclass
 class Candidate:
     source: str
