@@ -118,24 +118,23 @@ def cmd_bench(args) -> int:
     if (args.candidates is None) == (args.policy is None):
         raise UsageError("give either --candidates DIR (verify those) or --policy NAME (convert each)")
     policies = _policies(args) if args.policy else []
+    candidates = Path(args.candidates) if args.candidates is not None else None
+    if candidates is not None and not candidates.is_dir():
+        raise UsageError(f"--candidates {candidates}: not a folder")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     # Each verdict is appended as it comes, so a run cut off part-way keeps what it finished
     # (the final report rewrites the file in problem order).
-    partial = open(out / "verdicts.jsonl", "w")
+    with open(out / "verdicts.jsonl", "w") as partial, _make_verifier(args) as verifier:
 
-    def progress(done, total, entry):
-        v = entry.verdict
-        what = entry.reason or "no candidate" if v is None else v.summary
-        _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
-        partial.write(json.dumps(entry.to_dict()) + "\n")
-        partial.flush()
+        def progress(done, total, entry):
+            v = entry.verdict
+            what = entry.reason or "no candidate" if v is None else v.summary
+            _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
+            partial.write(json.dumps(entry.to_dict()) + "\n")
+            partial.flush()
 
-    with _make_verifier(args) as verifier:
-        if args.candidates is not None:
-            candidates = Path(args.candidates)
-            if not candidates.is_dir():
-                raise UsageError(f"--candidates {candidates}: not a folder")
+        if candidates is not None:
             entries = run_bench(problems, candidates, verifier, progress)
             what = f"candidates in {candidates}"
         else:
@@ -144,7 +143,6 @@ def cmd_bench(args) -> int:
             config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
             entries = run_search_bench(problems, verifier, config, out, progress, policies)
             what = f"{args.policy} policy with search, budget {args.budget:g} s"
-    partial.close()
     summary = summarize(entries)
     write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "

@@ -190,13 +190,14 @@ class Search:
                 except Exception:  # a fragment we cannot pose alone: keep its first variant
                     continue
                 if task.key not in fragment_choice:
-                    fragment_choice[task.key] = yield from self._fragment(program, frag, task, builtin)
+                    fragment_choice[task.key] = yield from self._fragment(program, frag, task, builtin, first[i])
                 choices[i] = fragment_choice[task.key]
             if any(choices.get(i, first[i]) != first[i] for i in first):
                 yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
 
-    def _fragment(self, program: Program, frag, task, builtin: bool) -> Iterator[Event]:
-        """The fastest correct choice for a fragment (the first one without CUDA), or PYTORCH."""
+    def _fragment(self, program: Program, frag, task, builtin: bool, planned) -> Iterator[Event]:
+        """The fastest correct choice for a fragment (the first one without CUDA), or PYTORCH;
+        `planned` (its choice in the plan as first written) when the budget runs out first."""
         chosen, chosen_verdict = PYTORCH, None
 
         def better(verdict: Verdict) -> bool:
@@ -205,10 +206,9 @@ class Search:
         if builtin:
             sub = Program(task.graph)
             sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
-            options = self.builtin.choices(program, frag, self.config.mode)
-            for variant in options:
-                if self._exhausted():  # nothing verified yet: the plan's first choice stands
-                    return chosen if chosen is not PYTORCH else options[0]
+            for variant in self.builtin.choices(program, frag, self.config.mode):
+                if self._exhausted():
+                    return chosen if chosen is not PYTORCH else planned
                 try:  # only this variant: in strict mode no fragment falls back to PyTorch
                     cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
                                                  "mixed" if variant == LIBRARY else "strict")

@@ -70,6 +70,11 @@ def test_bench_on_a_folder(tmp_path):
     assert [row["problem"] for row in rows] == ["relu", "row_sum", "softmax"]
     assert "| softmax | missing |" in (out / "report.md").read_text()
     assert (out / "speedups.svg").read_text().startswith("<svg")
+    # a mistyped --candidates is a usage error and leaves the earlier run's verdicts alone
+    before = (out / "verdicts.jsonl").read_text()
+    r = drtriton("bench", str(problems), "--candidates", str(tmp_path / "nowhere"), "--out", str(out), "--device", "cpu")
+    assert r.returncode == 2 and "not a folder" in r.stderr
+    assert (out / "verdicts.jsonl").read_text() == before
 
 
 def _entry(name, correct, eager=None, compile_=None):

@@ -128,7 +128,6 @@ class BuiltinPolicy:
                 out.append(frags)
         return out
 
-
     def choices(self, program: Program, frag: Fragment, mode: str) -> list:
         """A fragment's variants, the most promising first: emitter configurations (indices)
         and, in mixed mode, LIBRARY for a matmul or convolution. The GPU order follows
