@@ -91,6 +91,7 @@ class SearchConfig:
     rounds: int = 2  # model rounds per fragment, each with the verdicts of the last
     builtin: bool = True  # the built-in policy takes part (the baseline to beat)
     stream_chunk_lines: int = 8  # lines per text event for the built-in policy's code
+    quick: bool = False  # every check quick (timed against eager only): training data, not users
 
 
 def _faster(a: Verdict, b: Verdict | None) -> bool:
@@ -339,7 +340,8 @@ class Search:
                 attempt_id: int, tokens: int | None = None, generation_s: float | None = None,
                 mode: str | None = None) -> Iterator[Event]:
         t0 = time.monotonic()
-        verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick, mode=mode or self.config.mode)
+        verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick or self.config.quick,
+                                       mode=mode or self.config.mode)
         yield from self._record(attempt_id, policy, fragment, plan, verdict, time.monotonic() - t0, tokens, generation_s)
         return verdict
 

@@ -72,6 +72,8 @@ def test_sft_writes_data_checkpoint_and_metrics(sft_run):
     assert all(finite(r["loss"], r["grad_norm"]) and r["loss"] > 0 for r in rows)
     summary = json.loads((sft_run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["pairs"] == len(pairs) and finite(summary["train_loss"])
+    # the held-out programs (never trained on) were answered and verified: a rate, whatever it is
+    assert 0.0 <= summary["heldout_pass1"] <= 1.0
     assert "loss" in (sft_run / "metrics.svg").read_text()
 
 
@@ -96,8 +98,9 @@ def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
         assert r["verified"] >= 2  # the rewards went through VerifierRewards
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algorithm"] == "drpo" and summary["steps"] == 2 and summary["final_stage"] == 0
-    # the curriculum checked the held-out pass@1 once per step (eval_every 1), not twice at the end
-    assert [c["step"] for c in summary["curriculum"]] == [1, 2]
+    # the curriculum checked the held-out pass@1 of the SFT checkpoint (step 0), then once per step
+    # (eval_every 1), not twice at the end
+    assert [c["step"] for c in summary["curriculum"]] == [0, 1, 2]
     assert "rewards/correctness/mean" in (out / "metrics.svg").read_text()
 
 
@@ -178,8 +181,9 @@ def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
     # the curriculum: stage 1's held-out set reached pass@1 >= 50% after step 1, so training moved
     # on to stage 2's programs (k = 2: the row sum). The prompts of the next step are already read
     # (accelerate's data loader reads one batch ahead), so the change shows one step later.
-    assert evaluated == [["relu"], ["row_sum"], ["row_sum"]]
-    assert summary["curriculum"][0] == {"step": 1, "stage": 0, "heldout_pass1": 1.0, "advanced": True}
+    assert evaluated == [["relu"], ["relu"], ["row_sum"], ["row_sum"]]  # step 0: the SFT checkpoint
+    assert summary["curriculum"][0] == {"step": 0, "stage": 0, "heldout_pass1": 1.0, "advanced": False}
+    assert summary["curriculum"][1] == {"step": 1, "stage": 0, "heldout_pass1": 1.0, "advanced": True}
     assert summary["final_stage"] == 1 and [r["stage"] for r in rows] == [1, 1, 1]
     assert rows[0]["prompts/k"] == 1 and rows[-1]["prompts/k"] == 2  # what each step trained on
     assert "torch.relu" in tokenizer.decode(calls[0][0][0])
@@ -275,7 +279,8 @@ class _StubVerifier:
         self.verdicts = verdicts
         self.calls = 0
 
-    def verify(self, problem, code, mode="strict"):
+    def verify(self, problem, code, mode="strict", quick=False):
+        assert quick, "rewards are timed against eager only (quick checks)"
         self.calls += 1
         return self.verdicts[code.strip()]
 
@@ -418,3 +423,15 @@ def test_qwen_recipe_ships_its_accelerate_config():
     assert "zero_stage: 3" in text and "distributed_type: DEEPSPEED" in text
     assert QWEN_7B.rl.rollouts == 8 and QWEN_7B.rl.lr == 1e-6 and QWEN_7B.sft.batch * 8 == 64
     assert TINY.accelerate_config is None
+
+
+def test_time_limit_stops_training_after_the_step_that_passes_it():
+    from transformers import TrainerControl
+
+    from drtriton.training.runs import TimeLimit
+
+    control = TrainerControl()
+    TimeLimit(3600).on_step_end(None, _State(1), control)
+    assert not control.should_training_stop
+    TimeLimit(0).on_step_end(None, _State(1), control)
+    assert control.should_training_stop

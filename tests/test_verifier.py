@@ -98,3 +98,28 @@ def test_faults_give_failed_verdicts_and_the_next_verdict_is_right(fault):
         assert reason in " ".join(v.reasons), v.reasons
         after = ver.verify(problem(RELU), RELU_OK)
         assert after.correct, after.reasons
+
+
+def test_a_large_problem_is_checked_again_with_the_gpu_memory_to_itself(monkeypatch):
+    """On a GPU, a problem whose inputs and outputs pass ALONE_BYTES (or that ran out of memory
+    beside other checks) is checked again holding the memory lock alone: the verdict is about
+    the candidate, not a crowded GPU. Shown on CPU workers with the GPU-only parts stubbed."""
+    from drtriton.verify import Verifier, VerifyConfig
+    from drtriton.verify import verifier as verifier_module
+
+    monkeypatch.setattr(verifier_module, "ALONE_BYTES", 1)  # every problem is "large"
+    monkeypatch.setattr(verifier_module.Verifier, "cuda", property(lambda self: True))
+    monkeypatch.setattr(verifier_module._Check, "time", lambda self, prep: None)  # no CUDA timing
+    held = []
+    real_memory = verifier_module.Verifier._memory
+    monkeypatch.setattr(verifier_module.Verifier, "_memory",
+                        lambda self, alone: held.append(alone) or real_memory(self, alone))
+    messages = []
+    with Verifier(VerifyConfig(device="cpu", workers=1)) as ver:
+        v = ver.verify(problem(RELU, "large"), RELU_OK, progress=messages.append)
+        assert v.correct, v.reasons
+        assert v.settings["gpu_memory"] == "alone"
+        assert held == [False, True], held  # first shared, then alone
+        assert "checking again with the GPU's memory to itself" in messages
+        again = ver.verify(problem(RELU, "large"), RELU_OK)  # remembered: alone from the start
+        assert again.correct and held == [False, True, True], held

@@ -45,3 +45,17 @@ def test_a_gpu_fault_does_not_spoil_the_next_verdict(gpu_verifier):
     assert bad.status == "failed", bad.reasons
     good = gpu_verifier.verify(from_source(RELU, name="fault"), RELU_OK)
     assert good.correct, good.reasons
+
+
+def test_large_problems_are_checked_with_the_gpu_memory_alone_while_others_share_it(gpu_verifier):
+    """Two threads check at once: a 2.5 GiB problem (L1's elementwise sizes are 6-16 GiB) holds
+    the memory lock alone, the small one shares it; both verdicts are right."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    big = from_source(RELU.replace("torch.randn(64, 96)", "torch.randn(20000, 16384)"), name="big relu")
+    small = from_source(RELU, name="small relu")
+    with ThreadPoolExecutor(2) as pool:
+        verdicts = list(pool.map(lambda p: gpu_verifier.verify(p, RELU_OK), [big, small]))
+    assert all(v.correct for v in verdicts), [v.reasons for v in verdicts]
+    assert verdicts[0].settings.get("gpu_memory") == "alone"
+    assert "gpu_memory" not in verdicts[1].settings

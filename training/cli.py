@@ -108,11 +108,16 @@ def _run_args(p, init_help: str) -> None:
     p.add_argument("--verifier-workers", type=_positive, default=2, help="verifier processes for rewards")
     p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
     p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")
+    p.add_argument("--time-limit", type=_positive, metavar="SECONDS",
+                   help="stop training after the step that passes this many seconds (the model is saved)")
 
 
 def _add_sft(subparsers) -> None:
     p = subparsers.add_parser("sft", help="supervised fine-tuning on verified program -> Triton pairs")
     _run_args(p, "start from this checkpoint instead of the recipe's model")
+    p.add_argument("--teacher-pools", type=_positive, default=1, metavar="N",
+                   help="verifier pools teaching at once, each with --verifier-workers workers and its own "
+                        "reference worker (which captures every program it teaches)")
     p.set_defaults(func=cmd_run, subparser=p, run="sft")
 
 
@@ -148,7 +153,8 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
         parser.error(f"--out {args.out} is a file")
     options = RunOptions(out=args.out, device=args.device, max_steps=args.max_steps, init=args.init,
                          dry_run=args.dry_run, verifier_workers=args.verifier_workers,
-                         verifier_gpus=args.verifier_gpus)
+                         verifier_gpus=args.verifier_gpus, time_limit_s=args.time_limit,
+                         teacher_pools=getattr(args, "teacher_pools", 1))
     args.out.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:

@@ -79,13 +79,19 @@ class CurriculumCallback(TrainerCallback):
         self.log = log or (lambda record: None)
         self.history: list[dict] = []
 
-    def check(self, step: int) -> None:
+    def check(self, step: int, advance: bool = True) -> None:
         stage = self.dataset.stage
         rate = self.evaluate(self.heldout[stage])
-        advanced = rate >= self.threshold and self.dataset.advance()
+        advanced = advance and rate >= self.threshold and self.dataset.advance()
         record = {"step": step, "stage": stage, "heldout_pass1": rate, "advanced": bool(advanced)}
         self.history.append(record)
         self.log(record)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        """The starting checkpoint's rate (after SFT), the baseline RL is measured against."""
+        if state.global_step == 0:
+            self.check(0, advance=False)
+        return control
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.every == 0:

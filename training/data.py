@@ -14,7 +14,10 @@ Everything is written as JSONL (one record a line), which `datasets` loads as it
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -51,28 +54,44 @@ def answer(source: str) -> str:
     return f"```python\n{source.rstrip()}\n```"
 
 
-def sft_pairs(programs: list[dict], verifier: Verifier, teacher_policies: list | None = None,
-              budget_s: float = 120.0, mode: str = "strict",
+def sft_pairs(programs: list[dict], verifier: Verifier | list[Verifier], teacher_policies: list | None = None,
+              search: SearchConfig | None = None, workers: int = 1, budget_s: float | None = None,
               progress: Callable[[int, int, bool], None] | None = None) -> list[dict]:
-    """Chats (`messages`) teaching each program's verified module. `teacher_policies`: None for
-    the built-in policy, else model policies (then only their verified answers are kept)."""
-    pairs = []
-    for i, record in enumerate(programs):
+    """Chats (`messages`) teaching each program's verified module, in program order.
+    `teacher_policies`: None for the built-in policy, else model policies (then only their
+    verified answers are kept). `workers` programs are searched at once, spread over the given
+    verifiers (several verifiers: several reference workers capturing programs at once).
+    `budget_s`: programs not started by then are left out."""
+    verifiers = verifier if isinstance(verifier, list) else [verifier]
+    search = search or SearchConfig(budget_s=120.0)
+    done, lock = 0, threading.Lock()
+    deadline = time.monotonic() + budget_s if budget_s else None
+
+    def teach(index: int) -> dict | None:
+        nonlocal done
+        if deadline and time.monotonic() > deadline:
+            return None
+        record = programs[index]
         problem = from_source(record["code"], "Model", name=record["id"])
-        search = Search(problem, verifier, SearchConfig(mode=mode, budget_s=budget_s,
-                                                        builtin=teacher_policies is None),
-                        policies=teacher_policies or [])
-        for _ in search.run():
+        config = replace(search, builtin=teacher_policies is None)
+        run = Search(problem, verifiers[index % len(verifiers)], config, policies=teacher_policies or [])
+        for _ in run.run():
             pass
-        result = search.result
+        result = run.result
+        pair = None
         if result.correct:
-            messages = build_messages(problem.source, problem.candidate_class, mode)
+            messages = build_messages(problem.source, problem.candidate_class, config.mode)
             messages.append({"role": "assistant", "content": answer(result.source)})
-            pairs.append({"id": record["id"], "k": record["k"], "ops": record["ops"], "messages": messages,
-                          "teacher": result.policy})
-        if progress:
-            progress(i + 1, len(programs), result.correct)
-    return pairs
+            pair = {"id": record["id"], "k": record["k"], "ops": record["ops"], "messages": messages,
+                    "teacher": result.policy}
+        with lock:
+            done += 1
+            if progress:
+                progress(done, len(programs), result.correct)
+        return pair
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="drtriton-teach") as pool:
+        return [pair for pair in pool.map(teach, range(len(programs))) if pair is not None]
 
 
 def rl_prompts(programs: list[dict], mode: str = "strict") -> list[dict]:

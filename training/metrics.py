@@ -8,6 +8,7 @@ library on the GPU machine or in CI.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -25,6 +26,8 @@ class MetricsLog(TrainerCallback):
         self.started = time.monotonic()
 
     def write(self, record: dict) -> None:
+        if int(os.environ.get("RANK", 0)) != 0:  # data parallel: one process writes
+            return
         with open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
 

@@ -38,6 +38,12 @@ class SFTSettings:
     max_length: int = 4096
     programs: int = 200  # 1-operator programs to teach
     heldout: int = 20
+    warmup: float = 0.0  # share of the steps with a linear warm-up
+    # the teacher (built-in policy + search) per program: every check quick (timed against eager
+    # only); a few candidates, not the editor's full search
+    teacher_budget_s: float = 60.0
+    teacher_candidates: int = 4
+    teaching_s: float | None = None  # all programs together: those not started by then are left out
 
 
 @dataclass(frozen=True)
@@ -90,10 +96,12 @@ class Recipe:
         )
 
 
+# sized for one GPU in under half an hour (docs/benchmarks.md): ~6M parameters
 TINY = Recipe(
     name="tiny",
-    model=ModelSpec("tiny", hidden=256, layers=4, heads=4, vocab=4096),
-    sft=SFTSettings(lr=1e-3, batch=8, epochs=3, max_length=4096, programs=300, heldout=30),
+    model=ModelSpec("tiny", hidden=256, layers=6, heads=4, vocab=4096),
+    sft=SFTSettings(lr=1e-3, batch=8, epochs=12, max_length=4096, programs=1600, heldout=32, warmup=0.05,
+                    teacher_candidates=1, teaching_s=450.0),
     rl=RLSettings(lr=1e-5, rollouts=8, prompts_per_step=2, max_completion=1536, temperature=0.8,
                   programs_per_stage=100, heldout_per_stage=16, eval_every=10, steps=120),
 )

@@ -84,7 +84,8 @@ class VerifierRewards:
         parsed = parse_reply(text, problem.candidate_class)
         if not parsed.ok:
             return Verdict(correct=False, status="failed", reasons=[f"no usable code: {parsed.error}"])
-        return self.verifier.verify(problem, parsed.code, mode=self.mode)
+        # quick: timed against eager only, the speed reward's reference
+        return self.verifier.verify(problem, parsed.code, mode=self.mode, quick=True)
 
     def forget(self) -> None:
         """Drop cached verdicts (each step's completions are new)."""

@@ -6,17 +6,26 @@ output folder: `data/` (the JSONL it trained on), `model/` (the checkpoint), `me
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+from drtriton.search import SearchConfig
 from drtriton.verify import Verifier, VerifyConfig
 
 from .data import Programs, read_jsonl, rl_prompts, sft_pairs, split_heldout, write_jsonl
 from .recipes import Recipe
+from .rewards import VerifierRewards
 from .synth.config import Bounds
+
+try:
+    from transformers import TrainerCallback
+except ImportError:  # pragma: no cover
+    TrainerCallback = object  # type: ignore[misc,assignment]
 
 Say = Callable[[str], None]
 
@@ -30,6 +39,8 @@ class RunOptions:
     dry_run: bool = False  # a reduced model from the recipe's configuration, one step
     verifier_workers: int = 2
     verifier_gpus: str | None = None  # e.g. "1": rewards verified on another GPU than training
+    time_limit_s: float | None = None  # training stops after the step that passes it (then saves)
+    teacher_pools: int = 1  # SFT data: verifiers (each with its own reference worker) teaching at once
 
 
 def _bounds(recipe: Recipe) -> Bounds:
@@ -43,9 +54,45 @@ def _device(device: str) -> str:
     return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
 
 
+def _rank() -> tuple[int, int, int]:
+    """(rank, local rank, world size) under `accelerate launch` / torchrun; (0, 0, 1) alone."""
+    return (int(os.environ.get("RANK", 0)), int(os.environ.get("LOCAL_RANK", 0)),
+            int(os.environ.get("WORLD_SIZE", 1)))
+
+
+def _main_process() -> bool:
+    return _rank()[0] == 0
+
+
 def _verifier(options: RunOptions) -> Verifier:
-    return Verifier(VerifyConfig(device=_device(options.device), workers=options.verifier_workers,
-                                 gpus=options.verifier_gpus))
+    gpus = options.verifier_gpus
+    _, local, world = _rank()
+    if gpus is None and world > 1 and _device(options.device) == "cuda":
+        # data parallel: each process verifies on its own GPU, not all of them on the first
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = visible.split(",") if visible else [str(i) for i in range(world)]
+        gpus = ids[local % len(ids)]
+    return Verifier(VerifyConfig(device=_device(options.device), workers=options.verifier_workers, gpus=gpus))
+
+
+class TimeLimit(TrainerCallback):
+    """Ends training after the first step that finishes past `seconds` of training."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if time.monotonic() - self.started >= self.seconds:
+            control.should_training_stop = True
+        return control
+
+
+def _callbacks(options: RunOptions, *callbacks) -> list:
+    return [*callbacks, *([TimeLimit(options.time_limit_s)] if options.time_limit_s else [])]
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -99,6 +146,8 @@ def _save(model, tokenizer, path: Path) -> Path:
 
 
 def _finish(out: Path, kind: str, summary: dict, keys: list[str]) -> dict:
+    if not _main_process():  # data parallel: one process writes
+        return summary
     from .metrics import plot, read
 
     metrics = out / "metrics.jsonl"
@@ -129,11 +178,18 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
         programs = Programs.synthesize(n, [1], recipe.data.seed, _bounds(recipe))
         train_programs, heldout = split_heldout(programs.records, recipe.sft.heldout)
         write_jsonl(data / "heldout.jsonl", heldout)
-        say(f"teaching them with the built-in policy; every pair is verified ({_device(options.device)})")
-        with _verifier(options) as verifier:
-            pairs = sft_pairs(train_programs, verifier, budget_s=120,
+        say(f"teaching them with the built-in policy; every pair is verified ({_device(options.device)}, "
+            f"{options.verifier_workers * options.teacher_pools} at a time)")
+        teacher = SearchConfig(budget_s=recipe.sft.teacher_budget_s, max_candidates=recipe.sft.teacher_candidates,
+                               quick=True)
+        taught = time.monotonic()
+        with contextlib.ExitStack() as stack:
+            verifiers = [stack.enter_context(_verifier(options)) for _ in range(options.teacher_pools)]
+            pairs = sft_pairs(train_programs, verifiers, search=teacher,
+                              workers=options.verifier_workers * options.teacher_pools, budget_s=recipe.sft.teaching_s,
                               progress=lambda i, n, ok: say(f"  pair {i}/{n}: {'verified' if ok else 'no correct module'}"))
         write_jsonl(data / "sft.jsonl", pairs)
+        say(f"{len(pairs)} verified pairs of {len(train_programs)} programs in {time.monotonic() - taught:.0f} s")
     if not pairs:
         raise RuntimeError("no verified SFT pair: nothing to train on")
     corpus = [m["content"] for p in pairs for m in p["messages"]]
@@ -141,7 +197,7 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
     device = _device(options.device)
     s = recipe.sft
     args = SFTConfig(output_dir=str(out / "trainer"), learning_rate=s.lr, per_device_train_batch_size=s.batch,
-                     gradient_accumulation_steps=s.grad_accum, num_train_epochs=s.epochs,
+                     gradient_accumulation_steps=s.grad_accum, num_train_epochs=s.epochs, warmup_steps=s.warmup,
                      max_steps=1 if options.dry_run else options.max_steps, max_length=s.max_length,
                      logging_steps=1, save_strategy="no", report_to=[], use_cpu=device == "cpu",
                      bf16=device == "cuda" and recipe.model.kind == "pretrained",
@@ -151,36 +207,58 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
     # example every prompt repeats
     rows = [{"prompt": p["messages"][:-1], "completion": p["messages"][-1:]} for p in pairs]
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
-                         processing_class=tokenizer, callbacks=[MetricsLog(out / "metrics.jsonl")])
+                         processing_class=tokenizer, callbacks=_callbacks(options, MetricsLog(out / "metrics.jsonl")))
     say(f"SFT on {len(pairs)} pairs")
+    trained = time.monotonic()
     result = trainer.train()
+    train_s = time.monotonic() - trained
     path = _save(trainer.model, tokenizer, out / "model")
+    say(f"SFT done: {result.global_step} steps in {train_s:.0f} s, loss {result.training_loss:.4f}; model in {path}")
+    heldout_rate = None
+    if (data / "heldout.jsonl").is_file() and not options.dry_run:  # programs SFT never saw
+        rows = rl_prompts(read_jsonl(data / "heldout.jsonl"))
+        say(f"held-out pass@1 on {len(rows)} programs (greedy, verified)")
+        with _verifier(options) as verifier:
+            rewards = VerifierRewards(verifier)
+            heldout_rate = pass_at_1(trainer.model, tokenizer, rewards, rows, recipe.rl.max_completion)
+            rewards.close()
+        say(f"held-out pass@1 after SFT: {heldout_rate:.0%}")
     summary = {"recipe": recipe.name, "pairs": len(pairs), "steps": result.global_step,
-               "train_loss": result.training_loss, "model": str(path), "seconds": round(time.monotonic() - started, 1),
-               "settings": asdict(recipe.sft)}
-    say(f"SFT done: {result.global_step} steps, loss {result.training_loss:.4f}; model in {path}")
+               "train_loss": result.training_loss, "train_s": round(train_s, 1), "heldout_pass1": heldout_rate,
+               "model": str(path), "seconds": round(time.monotonic() - started, 1), "settings": asdict(recipe.sft)}
     return _finish(out, "sft", summary, ["loss", "grad_norm", "learning_rate"])
 
 
 # -- DRPO / GRPO --------------------------------------------------------------------------------
 
 
-def pass_at_1(model, tokenizer, rewards, rows: list[dict], max_new_tokens: int) -> float:
-    """Greedy answers to held-out prompts, verified: the share that is correct."""
+def greedy_answers(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, batch: int = 16) -> list[str]:
+    """The model's greedy answer to each chat prompt (batches, left-padded)."""
     import torch
 
+    answers, side = [], tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(prompts), batch):
+                texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
+                         for p in prompts[start:start + batch]]
+                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
+                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
+                answers += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    finally:
+        tokenizer.padding_side = side
+        model.train()
+    return answers
+
+
+def pass_at_1(model, tokenizer, rewards, rows: list[dict], max_new_tokens: int) -> float:
+    """Greedy answers to held-out prompts, verified: the share that is correct."""
     if not rows:
         return 0.0
-    completions = []
-    model.eval()
-    with torch.no_grad():
-        for row in rows:
-            ids = tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, return_tensors="pt",
-                                                return_dict=True)["input_ids"].to(model.device)
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False, pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
-            completions.append(tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
-    model.train()
+    completions = greedy_answers(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
     verdicts = rewards.verdicts(completions, [r["problem_source"] for r in rows], [r["problem_class"] for r in rows])
     return sum(v.correct for v in verdicts) / len(verdicts)
 
@@ -198,8 +276,9 @@ def rl_data(recipe: Recipe, out: Path, say: Say) -> tuple[list[list[dict]], list
         say(f"synthesising {n} programs of {k} operators (stage {index + 1})")
         programs = Programs.synthesize(n, [k], recipe.data.seed + 1 + index, _bounds(recipe))
         train, held = split_heldout(rl_prompts(programs.records), recipe.rl.heldout_per_stage)
-        write_jsonl(train_path, train)
-        write_jsonl(held_path, held)
+        if _main_process():  # every process synthesises the same programs (same seed); one writes
+            write_jsonl(train_path, train)
+            write_jsonl(held_path, held)
         stages.append(train)
         heldout.append(held)
     return stages, heldout
@@ -209,7 +288,6 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
     from .curriculum import CurriculumCallback, CurriculumDataset
     from .drpo import DRPOConfig, DRPOTrainer
     from .metrics import MetricsLog
-    from .rewards import VerifierRewards
 
     started = time.monotonic()
     out = options.out
@@ -241,7 +319,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
             "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified})
         trainer = DRPOTrainer(model=model, reward_funcs=rewards.functions, args=args,
-                              train_dataset=dataset.as_iterable(), processing_class=tokenizer, callbacks=[metrics])
+                              train_dataset=dataset.as_iterable(), processing_class=tokenizer,
+                              callbacks=_callbacks(options, metrics))
         trainer.verification_clock = lambda: rewards.seconds
         curriculum = CurriculumCallback(
             dataset, heldout, lambda rows: pass_at_1(trainer.model, tokenizer, rewards, rows, r.max_completion),
@@ -252,7 +331,9 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         result = trainer.train()
         if not curriculum.history or curriculum.history[-1]["step"] != result.global_step:
             curriculum.check(result.global_step)  # the held-out rate at the end
-        path = _save(trainer.model, tokenizer, out / "model")
+        path = out / "model"
+        if _main_process():
+            _save(trainer.model, tokenizer, path)
         summary = {"recipe": recipe.name, "algorithm": algorithm, "steps": result.global_step,
                    "final_stage": dataset.stage, "curriculum": curriculum.history, "model": str(path),
                    "verified_completions": rewards.verified, "verification_s": round(rewards.seconds, 1),

@@ -27,7 +27,9 @@ def build_tokenizer(texts: list[str], vocab_size: int = 2048):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|pad|>",
+    # the end of the assistant's turn ends generation, as in Qwen's chat models (else a model
+    # trained on chats writes on past its answer until max_new_tokens)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|pad|>",
                                    bos_token=None, unk_token=None)
     fast.chat_template = CHAT_TEMPLATE
     return fast

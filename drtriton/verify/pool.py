@@ -293,9 +293,9 @@ class GpuLock:
     """Correctness checks share the GPU; timing holds it alone. A file lock, so separate
     processes on one machine (two editors, a CLI run) also take turns."""
 
-    def __init__(self, cache_dir: str):
+    def __init__(self, cache_dir: str, name: str = "gpu.lock"):
         os.makedirs(cache_dir, exist_ok=True)
-        self.path = os.path.join(cache_dir, "gpu.lock")
+        self.path = os.path.join(cache_dir, name)
 
     @contextlib.contextmanager
     def _hold(self, mode: int):

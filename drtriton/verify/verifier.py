@@ -29,6 +29,9 @@ from .verdict import Timing, Timings, Trial, Verdict
 
 NO_CUDA = "not measured (no CUDA device)"
 INPUT_SETS_BUDGET_BYTES = 12 << 30
+# A problem whose inputs and outputs take this much is checked with the GPU's memory to itself:
+# the reference and the candidate each hold a copy, and other checks would not fit beside it.
+ALONE_BYTES = 2 << 30
 QUICK_TIMING_TRIALS = 30
 IMPLAUSIBLE_SPEEDUP = 10.0
 
@@ -79,6 +82,10 @@ class _OutOfMemory(Exception):
     """CUDA ran out of memory; maybe because other checks hold it (retried alone)."""
 
 
+class _NeedsGpuAlone(Exception):
+    """The problem turned out too large to share the GPU's memory: start the check again alone."""
+
+
 class Verifier:
     """Reusable: keep one per process (the editor, a search, an RL reward pool) and call
     `verify` from as many threads as there are workers."""
@@ -90,9 +97,22 @@ class Verifier:
             PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network, gpus=self.config.gpus),
             size=self.config.workers,
         )
-        self.gpu = GpuLock(self.pool.settings.cache_dir)
+        self.gpu = GpuLock(self.pool.settings.cache_dir)  # timing holds the GPU alone
+        self.memory = GpuLock(self.pool.settings.cache_dir, "memory.lock")  # large problems do too
+        self._alone: set[str] = set()  # keys of problems checked with the GPU's memory alone
         self.init_seed = secrets.randbits(31)  # parameters; secret like the input seeds
         self.background = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="drtriton-ref")
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def _memory(self, alone: bool):
+        """Checks share the GPU's memory; a large problem's check (or one that ran out of memory
+        beside others) holds it alone. Nothing to share on a CPU."""
+        if not self.cuda:
+            return contextlib.nullcontext()
+        return self.memory.exclusive() if alone else self.memory.shared()
 
     def close(self) -> None:
         self.background.shutdown(wait=False, cancel_futures=True)
@@ -120,19 +140,28 @@ class Verifier:
         `mode` overrides the configured strict/mixed mode for this check."""
         if mode not in (None, "strict", "mixed"):
             raise ValueError(f"mode must be strict or mixed, not {mode!r}")
-        check = _Check(self, problem, cancel, progress or (lambda _msg: None), quick, mode or self.config.mode)
         started = time.monotonic()
-        try:
-            check.run(source, candidate_class)
-        except _Fault as f:
-            check.verdict.status, check.verdict.correct = f.status, False
-            check.verdict.reasons.insert(0, f.reason)
-        except WorkerDied as e:
-            check.verdict.status, check.verdict.correct = V.FAILED, False
-            check.verdict.reasons.insert(0, f"the worker running it {e}")
-        except _OutOfMemory as e:
-            check.verdict.status, check.verdict.correct = V.FAILED, False
-            check.verdict.reasons.insert(0, f"out of memory: {e}")
+        progress = progress or (lambda _msg: None)
+        while True:
+            alone = problem.key in self._alone
+            check = _Check(self, problem, cancel, progress, quick, mode or self.config.mode, alone=alone)
+            try:
+                with self._memory(alone):
+                    check.run(source, candidate_class)
+            except (_OutOfMemory, _NeedsGpuAlone) as e:
+                if not alone and self.cuda:
+                    self._alone.add(problem.key)
+                    progress("checking again with the GPU's memory to itself")
+                    continue
+                check.verdict.status, check.verdict.correct = V.FAILED, False
+                check.verdict.reasons.insert(0, f"out of memory{' with the GPU to itself' if alone else ''}: {e}")
+            except _Fault as f:
+                check.verdict.status, check.verdict.correct = f.status, False
+                check.verdict.reasons.insert(0, f.reason)
+            except WorkerDied as e:
+                check.verdict.status, check.verdict.correct = V.FAILED, False
+                check.verdict.reasons.insert(0, f"the worker running it {e}")
+            break
         check.verdict.elapsed_s = round(time.monotonic() - started, 3)
         return check.verdict
 
@@ -143,15 +172,30 @@ class Verifier:
         from ..capture import CaptureError, Graph
         from ..problem import ProblemError
 
-        check = _Check(self, problem, cancel, lambda _m: None)
+        def run(alone: bool) -> dict:
+            check = _Check(self, problem, cancel, lambda _m: None, alone=alone)
+            with self._memory(alone):
+                prep = check.prepare()
+                with self.pool.reference() as ref:
+                    return ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
+                                     "training": prep["training"], "seed": secrets.randbits(62)},
+                                    self.config.compile_timeout_s, cancel)
+
         try:
-            prep = check.prepare()
-            with self.pool.reference() as ref:
-                reply = ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
-                                  "training": prep["training"], "seed": secrets.randbits(62)},
-                                 self.config.compile_timeout_s, cancel)
+            try:
+                reply = run(problem.key in self._alone)
+            except _OutOfMemory:
+                if problem.key in self._alone or not self.cuda:
+                    raise
+                self._alone.add(problem.key)
+                reply = run(True)
+            if reply.get("kind") == "oom" and problem.key not in self._alone and self.cuda:
+                self._alone.add(problem.key)
+                reply = run(True)
         except _Fault as f:
             raise ProblemError(f.reason) from None
+        except _OutOfMemory as e:
+            raise ProblemError(f"out of GPU memory: {e}") from None
         except WorkerDied as e:  # the problem's own code crashed or hung the reference worker
             raise ProblemError(f"running the module {e}") from None
         if reply.get("kind") == "problem":
@@ -178,6 +222,7 @@ class _Check:
     progress: Callable[[str], None]
     quick: bool = False
     mode: str = "strict"
+    alone: bool = False  # holds the GPU's memory alone (a large problem)
     verdict: Verdict = field(init=False)
     launches: list | None = None  # the launch sequence of the first verified call
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
@@ -187,9 +232,11 @@ class _Check:
         self._phase_start = time.monotonic()
         self.config = self.verifier.config
         self.pool = self.verifier.pool
-        self.cuda = self.verifier.device == "cuda"
+        self.cuda = self.verifier.cuda
         self.verdict = Verdict(correct=False, status=V.FAILED, device=self.verifier.device,
                                settings={**self.verifier.settings(), "mode": self.mode, "quick": self.quick})
+        if self.alone:
+            self.verdict.settings["gpu_memory"] = "alone"
 
     def phase_done(self, name: str) -> None:
         now = time.monotonic()
@@ -209,6 +256,8 @@ class _Check:
         self.phase_done("static")
         self.progress("building the reference")
         prep = self.prepare()
+        if self.cuda and not self.alone and prep["input_bytes"] + prep["output_bytes"] >= ALONE_BYTES:
+            raise _NeedsGpuAlone(f"{(prep['input_bytes'] + prep['output_bytes']) / 2**30:.1f} GiB of inputs and outputs")
         self.phase_done("reference")
         v.flags += prep["flags"]
         v.settings["training"] = prep["training"]
@@ -261,6 +310,8 @@ class _Check:
                     "device": self.verifier.device, "init_seed": self.verifier.init_seed,
                     "training": self.config.training, "probe_seed": secrets.randbits(62),
                 }, self.config.compile_timeout_s, self.cancel)
+                if reply.get("kind") == "oom":
+                    raise _OutOfMemory(reply["error"])
                 if not reply.get("ok"):
                     raise _Fault(V.ERROR, f"the problem cannot be checked: {reply.get('error')}")
                 self.pool.prepared[problem.key] = reply
@@ -303,21 +354,9 @@ class _Check:
         return reply
 
     def trial(self, index: int, phase: str, extra_calls: int) -> None:
-        try:
-            self._trial(index, phase, extra_calls, exclusive=False)
-        except _OutOfMemory:
-            # Other checks share the GPU: once more with the GPU to ourselves, then it's ours.
-            self.progress("out of GPU memory: retrying with the GPU alone")
-            try:
-                self._trial(index, phase, extra_calls, exclusive=True)
-            except _OutOfMemory as e:
-                raise _Fault(V.FAILED, f"out of memory with the GPU to itself: {e}") from None
-
-    def _trial(self, index: int, phase: str, extra_calls: int, exclusive: bool) -> None:
         v, key = self.verdict, self.problem.key
         seed = secrets.randbits(62)
-        gpu = self.verifier.gpu
-        with (gpu.exclusive() if exclusive else gpu.shared()) if self.cuda else contextlib.nullcontext():
+        with self.verifier.gpu.shared() if self.cuda else contextlib.nullcontext():
             # The two workers compute at the same time; neither sees the other's tensors.
             reference = self.verifier.background.submit(
                 self.reference_call, {"op": "reference", "key": key, "seed": seed})
@@ -386,8 +425,8 @@ class _Check:
     def measure(self, floor_bytes: int, input_bytes: int) -> tuple[dict, Timings]:
         c = self.config
         # Rotate through several input sets, but no more than fit a budget: KernelBench inputs
-        # reach 8 GB, and other workers share the GPU.
-        sets = max(2, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
+        # reach 16 GB (those are far larger than any cache, so one set loses nothing).
+        sets = max(1, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick}

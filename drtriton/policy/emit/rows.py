@@ -7,6 +7,13 @@ fused prologue computes X from its operands as it is loaded; a fused epilogue ru
 result before the one store.
 
 - reductions (sum, mean, max, min, prod, argmax, argmin, logsumexp, norm): one pass over R.
+  When the output gives too few programs to fill a GPU (a full reduction: one) and R is long,
+  sum, mean, norm, prod, max and min split R into chunks, in two kernels: stage 1 runs a program
+  per (o, strip of I, chunk of R) and stores the chunk's partial (fp32, the prologue applied per
+  element as usual); stage 2 runs a program per (o, strip of I) that combines the partials in a
+  fixed order (deterministic, no atomics), then finishes (mean's division, norm's root) and runs
+  the epilogue. argmax/argmin (indices and ties across chunks) and logsumexp (a (max, sum)
+  pair) keep the one pass.
 - softmax / log_softmax: an online max-and-sum pass, then a writing pass.
 - layer/rms/group/instance norm: a mean pass, a variance pass (exact two-pass statistics), then
   a writing pass with the affine parameters.
@@ -26,6 +33,37 @@ NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
 
 _NEUTRAL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
             "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0"}
+
+#: reductions whose partials combine with one operation (mean and norm partials are sums)
+SPLITTABLE = {"sum", "mean", "norm", "prod", "max", "min"}
+#: split when the output gives fewer programs than this (an H100 has 132 SMs)...
+SPLIT_BELOW = 256
+#: ... and R holds at least MIN_CHUNKS chunks of CHUNK_TILES BLOCK_R tiles
+CHUNK_TILES = 4
+MIN_CHUNKS = 4
+#: stage 1 of a split aims for about this many programs
+TARGET_PROGRAMS = 1024
+
+# a reduction's accumulator: how a (BLOCK, BLOCK_I) tile of values `v` folds into `acc`, and
+# how `acc` collapses to one value per column
+_FOLD = {"sum": "acc += {v}", "prod": "acc *= {v}", "max": "acc = tl.maximum(acc, {v})",
+         "min": "acc = tl.minimum(acc, {v})"}
+_COLLAPSE = {"sum": "tl.sum(acc, axis=0)", "prod": "tl.reduce(acc, 0, _mul)", "max": "tl.max(acc, axis=0)",
+             "min": "tl.min(acc, axis=0)"}
+
+
+def _combiner(op: str) -> str:
+    """The operation that folds values, and partials, of a splittable reduction."""
+    return "sum" if op in ("sum", "mean", "norm") else op
+
+
+def _finish(op: str, node) -> list[str]:
+    """Lines from the combined `res` to the reduction's value."""
+    if op == "mean":
+        return ["res = res / R"]
+    if op == "norm" and node.attrs["p"] == 2:
+        return ["res = tl.sqrt(res)"]
+    return []
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -85,11 +123,17 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if any(list(program.values[o].shape) != out_shape for o in stores):
         raise Unsupported("stored values of different shapes")
     # prologue: computes X from loaded operands, per element of X
-    pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr", "w_ptr", "b_ptr"})
-    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out},
-                         reserved={"x_ptr", "w_ptr", "b_ptr"} | {f"{p}" for p in pro.params()})
+    reserved = {"x_ptr", "w_ptr", "b_ptr", "part_ptr"}
+    pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
+    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out}, reserved=reserved | set(pro.params()))
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
+
+    block_r = 64 if I > 1 else 1024
+    block_i = min(64, pow2(I)) if I > 1 else 1
+    # few programs (O x strips of I) and a long R: split R over more programs, in two stages
+    split = (op in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
+             and R >= MIN_CHUNKS * CHUNK_TILES * block_r)
 
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
@@ -98,15 +142,18 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     has_bias = affine and (op != "layer_norm" or node.attrs.get("has_bias", True)) and op != "rms_norm"
     if affine:
         params += ["w_ptr"] + (["b_ptr"] if has_bias else [])
-    params += epi.params() + [f"{o}_out" for o in outs] + ["R", "I"] + x_sizes + o_sizes
+    out_params = epi.params() + [f"{o}_out" for o in outs]
+    if split:  # stage 1 stores partials; the outputs are stage 2's
+        params += ["part_ptr", "R", "I"] + x_sizes
+    else:
+        params += out_params + ["R", "I"] + x_sizes + o_sizes
     if op in NORMS:
         params += ["eps", "G", "C_per_group", "spatial"]
 
-    body = []
-
-    def load_x(indent: str) -> list[str]:
+    def load_x(indent: str, end: str = "R") -> list[str]:
+        """X at rows r (< end) of the program's columns, as `xv`."""
         lines = ["x_offs = base + r[:, None].to(tl.int64) * I + cols[None, :]",
-                 "x_mask = (r[:, None] < R) & col_mask[None, :]"]
+                 f"x_mask = (r[:, None] < {end}) & col_mask[None, :]"]
         if frag.prologue:
             env = {}
             lines += pro.emit(IndexSpace(rank, "x_offs", "x_mask", x_sizes), env)
@@ -115,36 +162,43 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             lines.append("xv = tl.load(x_ptr + x_offs, mask=x_mask, other=0.0)")
         return [indent + line for line in lines]
 
-    body += [
+    def store_result() -> list[str]:
+        """The epilogue on the reduced values `res`, then the stores (output offset o * I + col)."""
+        env = {out: "res"}
+        lines = ["out_offs = o * I + cols"]
+        lines += epi.emit(IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes), env)
+        return lines + [f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)"
+                        for o_name, v in zip(outs, stores)]
+
+    body = [
         "o = tl.program_id(0).to(tl.int64)",
         "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
         "col_mask = cols < I",
         "base = o * R * I",
     ]
-    acc_shape = "(BLOCK_R, BLOCK_I)"
+    if split:
+        body += [
+            "# this program's chunk of R (chunk tl.program_id(2) of tl.num_programs(2)): whole BLOCK_R tiles",
+            "chunk = tl.cdiv(tl.cdiv(R, tl.num_programs(2)), BLOCK_R) * BLOCK_R",
+            "lo = tl.program_id(2).to(tl.int64) * chunk  # int64: rounded-up chunks can run past 2**31",
+            "hi = tl.minimum(lo + chunk, R)",
+        ]
+    lo, hi = ("lo", "hi") if split else ("0", "R")
     if op in REDUCTIONS:
         neutral = _NEUTRAL[op]
-        init = {"sum": "0.0", "mean": "0.0", "norm": "0.0", "prod": "1.0"}.get(op, neutral)
-        body.append(f"acc = tl.full({acc_shape}, {init}, tl.float32)")
+        body.append(f"acc = tl.full((BLOCK_R, BLOCK_I), {neutral}, tl.float32)")
         if op in ("argmax", "argmin"):
             body.append("acc_i = tl.zeros((BLOCK_R, BLOCK_I), tl.int64)")
         if op == "logsumexp":
             body.append("run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)")
             body.append("run_sum = tl.zeros((BLOCK_I,), tl.float32)")
-        body.append("for r0 in range(0, R, BLOCK_R):")
+        body.append(f"for r0 in range({lo}, {hi}, BLOCK_R):")
         body.append("    r = r0 + tl.arange(0, BLOCK_R)")
-        body += load_x("    ")
+        body += load_x("    ", hi)
         body.append(f"    xv = tl.where(x_mask, xv, {neutral})")
-        if op in ("sum", "mean"):
-            body.append("    acc += xv")
-        elif op == "norm":
-            body.append("    acc += tl.abs(xv)" if node.attrs["p"] == 1 else "    acc += xv * xv")
-        elif op == "prod":
-            body.append("    acc *= xv")
-        elif op == "max":
-            body.append("    acc = tl.maximum(acc, xv)")
-        elif op == "min":
-            body.append("    acc = tl.minimum(acc, xv)")
+        if op in SPLITTABLE:
+            value = ("tl.abs(xv)" if node.attrs["p"] == 1 else "xv * xv") if op == "norm" else "xv"
+            body.append("    " + _FOLD[_combiner(op)].format(v=value))
         elif op in ("argmax", "argmin"):
             cmp = ">" if op == "argmax" else "<"
             # strict comparison keeps the first occurrence, as PyTorch does
@@ -156,16 +210,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             body.append("    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)")
             body.append("    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)")
             body.append("    run_max = new_max")
-        if op in ("sum", "mean", "norm"):
-            body.append("res = tl.sum(acc, axis=0)")
-            if op == "mean":
-                body.append("res = res / R")
-            if op == "norm" and node.attrs["p"] == 2:
-                body.append("res = tl.sqrt(res)")
-        elif op == "prod":
-            body.append("res = tl.reduce(acc, 0, _mul)")
-        elif op in ("max", "min"):
-            body.append(f"res = tl.{op}(acc, axis=0)")
+        if split:
+            body += [f"part = {_COLLAPSE[_combiner(op)]}",
+                     "part_offs = (o * tl.num_programs(2) + tl.program_id(2)) * I + cols  # part[o, chunk, cols]",
+                     "tl.store(part_ptr + part_offs, part, mask=col_mask)"]
+        elif op in SPLITTABLE:
+            body.append(f"res = {_COLLAPSE[_combiner(op)]}")
+            body += _finish(op, node)
         elif op in ("argmax", "argmin"):
             fn = "max" if op == "argmax" else "min"
             body.append(f"best = tl.{fn}(acc, axis=0)")
@@ -174,31 +225,55 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         elif op == "logsumexp":
             body.append("safe = tl.where(run_max == float(\"-inf\"), 0.0, run_max)")
             body.append("res = safe + tl.log(run_sum)")
-        # epilogue on the reduced values; output flat offset = o * I + col
-        env = {out: "res"}
-        o_space = IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes)
-        body.append("out_offs = o * I + cols")
-        body += epi.emit(o_space, env)
-        for o_name, v in zip(outs, stores):
-            body.append(f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)")
+        if not split:
+            body += store_result()
     else:
         body += _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank)
 
     helpers = []
     if op == "prod":
         helpers = ["@triton.jit", "def _mul(a, b):", "    return a * b"]
-    block_r = 64 if I > 1 else 1024
-    block_i = min(64, pow2(I)) if I > 1 else 1
+    shape = f"X viewed as (O, R, I) = ({O}, {R}, {I}) at capture"
+    if split:
+        partials = {"sum": "sums", "prod": "products", "max": "maxima", "min": "minima"}[_combiner(op)]
+        header = [f"    # {frag.label}, stage 1 of 2: {shape};",
+                  f"    # a program per (o, strip of I, chunk of R) stores its chunk's partial {partials}"]
+    else:
+        header = [f"    # {frag.label}: {shape}; a program per (o, strip of I)"]
     kernel = [
         "@triton.jit",
         f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
-        f"    # {frag.label}: X viewed as (O, R, I) = ({O}, {R}, {I}) at capture; a program per (o, strip of I)",
+        *header,
         *(f"    {line}" for line in body),
     ]
     kernels = (["\n".join(helpers)] if helpers else []) + ["\n".join(kernel)]
+    if split:
+        finish = names.kernel(f"{frag.label} finish")
+        combine = _combiner(op)
+        kernels.append("\n".join([
+            "@triton.jit",
+            f"def {finish}({', '.join(['part_ptr'] + out_params + ['R', 'I', 'SPLIT'] + o_sizes)}, "
+            "BLOCK_S: tl.constexpr, BLOCK_I: tl.constexpr):",
+            f"    # {frag.label}, stage 2 of 2: a program per (o, strip of I) combines the SPLIT partials",
+            f"    # of its columns in order (deterministic), then finishes the {op}"
+            + (" and runs the epilogue" if frag.epilogue else ""),
+            "    o = tl.program_id(0).to(tl.int64)",
+            "    cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
+            "    col_mask = cols < I",
+            f"    acc = tl.full((BLOCK_S, BLOCK_I), {_NEUTRAL[op]}, tl.float32)",
+            "    for s0 in range(0, SPLIT, BLOCK_S):",
+            "        s = s0 + tl.arange(0, BLOCK_S)",
+            "        p_mask = (s[:, None] < SPLIT) & col_mask[None, :]",
+            "        p_offs = (o * SPLIT + s[:, None]) * I + cols[None, :]  # part[o, s, cols]",
+            f"        pv = tl.load(part_ptr + p_offs, mask=p_mask, other={_NEUTRAL[op]})",
+            "        " + _FOLD[combine].format(v="pv"),
+            f"    res = {_COLLAPSE[combine]}",
+            *(f"    {line}" for line in _finish(op, node) + store_result()),
+        ]))
 
     # launcher
-    lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}"]
+    how = ", split over R in two stages" if split else ""
+    lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}{how}"]
     pre, device, args = input_launch(program, pro if frag.prologue else None, x)
     lines += pre
     lines.append(f"_O, _R, _I = {_launch_dims(op, first, last, groups)}")
@@ -210,15 +285,29 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         args.append(program.expr(ins[1]))
         if has_bias:
             args.append(program.expr(ins[2]))
-    pre, a = epi.launch_args(f"{outs[0]}.shape")
+    pre, epi_args = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
-    args += a + outs + ["_R", "_I", "*_xs[1:]"]
-    if len(out_shape) > 1:
-        args.append(f"*{outs[0]}.shape[1:]")
+    out_args = epi_args + outs
+    o_size_args = [f"*{outs[0]}.shape[1:]"] if len(out_shape) > 1 else []
     if op in NORMS:
         lines.append(f"_spatial = {_spatial_source(op, rank)}")
-        args += [repr(_eps(node)), _groups_source(op, groups), _c_per_group(op, groups), "_spatial"]
     lines.append(f"_BI = {block_i} if _I > 1 else 1")
+    if split:
+        stage1 = args + ["_part", "_R", "_I", "*_xs[1:]"]
+        stage2 = ["_part"] + out_args + ["_R", "_I", "_SPLIT"] + o_size_args
+        lines += [
+            "_programs = max(1, _O * triton.cdiv(_I, _BI))  # one per (o, strip of I)",
+            f"_SPLIT = max(1, min(triton.cdiv(_R, {CHUNK_TILES * block_r}), {TARGET_PROGRAMS} // _programs))"
+            "  # chunks of R",
+            f"_part = torch.empty(_O, _SPLIT, _I, device={device}, dtype=torch.float32)"
+            "  # a partial per (o, chunk, column)",
+            f"{name}[(_O, triton.cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI)",
+            f"{finish}[(_O, triton.cdiv(_I, _BI))]({', '.join(stage2)}, BLOCK_S={block_r}, BLOCK_I=_BI)",
+        ]
+        return Emitted(kernels, lines)
+    args += out_args + ["_R", "_I", "*_xs[1:]"] + o_size_args
+    if op in NORMS:
+        args += [repr(_eps(node)), _groups_source(op, groups), _c_per_group(op, groups), "_spatial"]
     lines.append(f"{name}[(_O, triton.cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
     return Emitted(kernels, lines)
 
