@@ -159,20 +159,21 @@ def markdown(report: Report) -> str:
         out += ["", f"**{d[1]}**"]
     elif report.state in (QUEUED, RUNNING):
         out += ["", f"_{report.status}_"]
+    # one list item a line: consecutive plain lines would run together into one paragraph
+    out.append("")
     if report.output_uri:
-        out.append("")
-        out.append(f"Output: [{report.output_uri.rsplit('/', 1)[-1]}]({report.output_uri})")
+        out.append(f"- Output: [{report.output_uri.rsplit('/', 1)[-1]}]({report.output_uri})")
     result = report.result
     if result is not None:
         if getattr(result, "plan", ""):
-            out.append(f"Plan: {result.plan}")
+            out.append(f"- Plan: {result.plan}")
         if getattr(result, "policy", None):
-            out.append(f"Written by: the {result.policy} policy")
+            out.append(f"- Written by: the {result.policy} policy")
     elif report.best:
-        out.append(f"Best so far: {report.best.get('plan', '')}")
+        out.append(f"- Best so far: {report.best.get('plan', '')}")
     s = report.settings
     if s:
-        out.append(f"Settings: policy {s.get('policy')}, device {s.get('device')}, mode {s.get('mode')}, "
+        out.append(f"- Settings: policy {s.get('policy')}, device {s.get('device')}, mode {s.get('mode')}, "
                    f"budget {s.get('search_budget_s', 0):g} s")
     v = report.verdict
     if v is not None:

@@ -740,7 +740,7 @@ async def test_model_policy_streams_its_reply_and_keeps_the_code(client: Client,
     [diag] = diagnostics_for(client, uri, "Upper")
     assert diag.message.startswith("correct on 7/7 trials")
     h = await hover(client, uri, line_of(TRIU, "class Upper"))
-    assert "Written by: the openai policy" in h.contents.value and "| openai |" in h.contents.value
+    assert "- Written by: the openai policy" in h.contents.value and "| openai |" in h.contents.value
 
 
 @pytest.mark.skipif(not _has_openai(), reason="this build has no openai policy")
@@ -756,3 +756,21 @@ async def test_unreachable_endpoint_is_a_clear_diagnostic(client: Client):
     assert any(d.code == "no-correct-version" and d.severity == types.DiagnosticSeverity.Warning for d in diags), messages
     assert any(d.code == "policy" and "cannot reach the endpoint http://127.0.0.1:9/v1" in d.message for d in diags), messages
     assert any("cannot reach the endpoint" in m.message for m in client.messages)
+
+
+def test_hover_report_lines_are_list_items_not_one_paragraph():
+    """Markdown joins consecutive plain lines into one paragraph (VS Code showed "Output: ...
+    Plan: ... Settings: ..." run together): each fact is a list item of its own."""
+    from types import SimpleNamespace
+
+    from drtriton.server.report import DONE, Report, markdown
+
+    report = Report(uri="file:///m.py", class_name="Model", version=1)
+    report.state = DONE
+    report.output_uri = "file:///m_triton.py"
+    report.result = SimpleNamespace(plan="fused: relu: Triton", policy="builtin", verdict=None, attempts=[], notes=[])
+    report.settings = {"policy": "builtin", "device": "cpu", "mode": "strict", "search_budget_s": 60}
+    lines = markdown(report).splitlines()
+    for start in ("Output:", "Plan:", "Written by:", "Settings:"):
+        line = next(line for line in lines if start in line)
+        assert line.startswith(f"- {start}"), line
