@@ -59,3 +59,54 @@ def test_first_plan_keeps_something_in_triton():
     # a lone convolution (plus views): cuDNN alone is no Triton plan, so the first template leads
     assert first_choices({0: [LIBRARY, 1, 0], 1: []}) == {0: 1, 1: PYTORCH}
     assert first_choices({0: []}) == {0: PYTORCH}
+
+
+CONV_CHAIN = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bias = nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x):
+        x = torch.relu(self.conv(x))
+        x = F.leaky_relu(x, 0.01)
+        x = torch.sigmoid(x * 2.0)
+        return x + self.bias
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 10, 10)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_library_anchor_epilogue_takes_the_pointwise_fragment_after_it(cpu_verifier):
+    """conv + 5 pointwise ops: the fused cut is (conv + 4) and (add), since a fragment holds 5
+    operators. With cuDNN running the conv (mixed mode), the epilogue has room: the add joins it,
+    one Triton pass over the conv's output instead of two (L2/2, 7, 57 and others ran two); the
+    module is correct."""
+    problem = from_source(CONV_CHAIN, name="conv chain")
+    ns: dict = {}
+    exec(problem.source, ns)
+    with torch.device("meta"):
+        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
+    from drtriton.policy.program import Program
+
+    policy, program = BuiltinPolicy("cpu"), Program(graph)
+    frags = policy.cuts(program)[0]
+    assert [f.label for f in frags] == ["conv2d, relu, leaky_relu, mul_scalar, sigmoid", "add"], \
+        [f.label for f in frags]
+    cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
+    assert cand.plan == ["conv2d: PyTorch", "relu, leaky_relu, mul_scalar, sigmoid, add: Triton"], cand.plan
+    assert cand.source.count("@triton.jit") == 1
+    v = cpu_verifier.verify(problem, cand.source, mode="mixed")
+    assert v.correct, v.reasons

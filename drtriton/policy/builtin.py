@@ -18,7 +18,7 @@ from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
 from .emit import attention, batchnorm, conv, elementwise, loss, matmul, pool, pytorch, rows, scan
 from .module import assemble
-from .program import Fragment, Program
+from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
 
 class _ByOp:
@@ -108,6 +108,17 @@ def _split(frag: Fragment) -> list[Fragment]:
     return parts
 
 
+def _chains(program: Program, first: Fragment, then: Fragment) -> bool:
+    """`then` (pointwise) can run in one kernel with `first` (pointwise, just before it): it
+    reads what `first` computes, over the same shape, and the two fit in one fragment."""
+    if then.kind != "pointwise" or len(first.nodes) + len(then.nodes) > MAX_FRAGMENT_OPS:
+        return False
+    shape = program.values[first.nodes[-1].outputs[0]].shape
+    made = {o for n in first.nodes for o in n.outputs}
+    reads_first = any(v in made for v in program.inputs_of(then.nodes[0]))
+    return reads_first and all(program.values[n.outputs[0]].shape == shape for n in then.nodes)
+
+
 class BuiltinPolicy:
     name = "builtin"
 
@@ -164,7 +175,13 @@ class BuiltinPolicy:
             else:
                 variant = choose(i, frag) if part_variant is None else part_variant
             if variant == LIBRARY:
-                queue = [(i, f, 0) for f in _split(frag)] + queue
+                parts = _split(frag)
+                # without its anchor the epilogue has room: pointwise fragments right after it
+                # join it (one pass over the library's output instead of two)
+                while (queue and parts[-1].kind == "pointwise" and queue[0][2] is None
+                       and _chains(program, parts[-1], queue[0][1]) and choose(queue[0][0], queue[0][1]) == 0):
+                    parts[-1] = Fragment(parts[-1].nodes + queue.pop(0)[1].nodes, None, "pointwise")
+                queue = [(i, f, 0) for f in parts] + queue
                 continue
             try:
                 if variant is PYTORCH and frag.kind not in ("view", "torch"):
