@@ -123,3 +123,44 @@ def test_a_large_problem_is_checked_again_with_the_gpu_memory_to_itself(monkeypa
         assert "checking again with the GPU's memory to itself" in messages
         again = ver.verify(problem(RELU, "large"), RELU_OK)  # remembered: alone from the start
         assert again.correct and held == [False, True, True], held
+
+
+def test_gpu_lock_lets_a_waiting_exclusive_request_go_before_new_shared_ones(tmp_path):
+    """Checks hold the memory lock shared for their whole length; with flock alone a large
+    problem's exclusive request could wait for as long as checks keep overlapping."""
+    import threading
+    import time
+
+    from drtriton.verify.pool import GpuLock
+
+    lock, order = GpuLock(str(tmp_path), "test.lock"), []
+    first_in, release_first = threading.Event(), threading.Event()
+
+    def first():
+        with lock.shared():
+            first_in.set()
+            release_first.wait(10)
+        order.append("first out")
+
+    def exclusive():
+        with lock.exclusive():
+            order.append("exclusive")
+
+    def late_shared():
+        with lock.shared():
+            order.append("late shared")
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    first_in.wait(10)
+    threads.append(threading.Thread(target=exclusive))
+    threads[1].start()
+    time.sleep(0.3)  # the exclusive request is waiting for the first holder
+    threads.append(threading.Thread(target=late_shared))
+    threads[2].start()
+    time.sleep(0.3)
+    assert order == []  # the late shared request queues behind the exclusive one
+    release_first.set()
+    for t in threads:
+        t.join(10)
+    assert order == ["first out", "exclusive", "late shared"], order

@@ -291,17 +291,24 @@ class WorkerPool:
 
 class GpuLock:
     """Correctness checks share the GPU; timing holds it alone. A file lock, so separate
-    processes on one machine (two editors, a CLI run) also take turns."""
+    processes on one machine (two editors, a CLI run) also take turns. Within a process a
+    waiting exclusive request goes first: new shared holders queue behind it (flock alone would
+    let overlapping shared holders keep it waiting for as long as they keep coming)."""
 
     def __init__(self, cache_dir: str, name: str = "gpu.lock"):
         os.makedirs(cache_dir, exist_ok=True)
         self.path = os.path.join(cache_dir, name)
+        self._turnstile = threading.Lock()  # held by an exclusive request until it has the lock
 
     @contextlib.contextmanager
     def _hold(self, mode: int):
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            fcntl.flock(fd, mode)
+            with self._turnstile:
+                if mode == fcntl.LOCK_EX:
+                    fcntl.flock(fd, mode)
+            if mode != fcntl.LOCK_EX:
+                fcntl.flock(fd, mode)
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
