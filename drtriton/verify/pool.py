@@ -304,10 +304,12 @@ class GpuLock:
     def _hold(self, mode: int):
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            with self._turnstile:
-                if mode == fcntl.LOCK_EX:
+            if mode == fcntl.LOCK_EX:
+                with self._turnstile:  # new shared requests wait until this one has the lock
                     fcntl.flock(fd, mode)
-            if mode != fcntl.LOCK_EX:
+            else:
+                with self._turnstile:  # not past a waiting exclusive request
+                    pass
                 fcntl.flock(fd, mode)
             yield
         finally:

@@ -177,25 +177,25 @@ class Verifier:
             with self._memory(alone):
                 prep = check.prepare()
                 with self.pool.reference() as ref:
-                    return ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
-                                     "training": prep["training"], "seed": secrets.randbits(62)},
-                                    self.config.compile_timeout_s, cancel)
+                    reply = ref.call({"op": "capture", "problem": problem.to_dict(), "init_seed": self.init_seed,
+                                      "training": prep["training"], "seed": secrets.randbits(62)},
+                                     self.config.compile_timeout_s, cancel)
+            if reply.get("kind") == "oom":
+                raise _OutOfMemory(reply["error"])
+            return reply
 
         try:
             try:
                 reply = run(problem.key in self._alone)
-            except _OutOfMemory:
+            except _OutOfMemory:  # once more, with the GPU's memory to itself
                 if problem.key in self._alone or not self.cuda:
                     raise
-                self._alone.add(problem.key)
-                reply = run(True)
-            if reply.get("kind") == "oom" and problem.key not in self._alone and self.cuda:
                 self._alone.add(problem.key)
                 reply = run(True)
         except _Fault as f:
             raise ProblemError(f.reason) from None
         except _OutOfMemory as e:
-            raise ProblemError(f"out of GPU memory: {e}") from None
+            raise ProblemError(f"out of memory: {e}") from None
         except WorkerDied as e:  # the problem's own code crashed or hung the reference worker
             raise ProblemError(f"running the module {e}") from None
         if reply.get("kind") == "problem":
