@@ -171,7 +171,7 @@ class Search:
             yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
                                               + "; ".join(f.label for f in frags if f.kind != 'view')})
             options = {i: self.builtin.choices(program, f, self.config.mode) if builtin else [] for i, f in enumerate(frags)}
-            first = first_choices(options)
+            first = first_choices(frags, options)
             verdict = None
             if builtin:  # 1. the plan as first written, verified whole
                 verdict = yield from self._plan(program, frags, first, cut, cut_index)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from drtriton.capture import capture_module
+from drtriton.capture import Node, capture_module
 from drtriton.policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, first_choices
+from drtriton.policy.program import Fragment
 from drtriton.problem import from_source
 
 GEMM = '''
@@ -54,11 +55,18 @@ def test_gemm_order():
 
 
 def test_first_plan_keeps_something_in_triton():
+    conv = Node("conv", "aten.conv2d.default", [], {}, ["c"], op="conv2d")
+    relu = Node("relu", "aten.relu.default", [], {}, ["r"], op="relu")
+    with_epilogue = Fragment([conv, relu], conv, "conv", epilogue=[relu])
+    lone = Fragment([conv], conv, "conv")
+    view = Fragment([Node("v", "aten.view.default", [], {}, ["v"])], None, "view")
     # a convolution with an epilogue: cuDNN + the epilogue in Triton
-    assert first_choices({0: [LIBRARY, 1, 0], 1: [0]}) == {0: LIBRARY, 1: 0}
+    assert first_choices([with_epilogue], {0: [LIBRARY, 1, 0]}) == {0: LIBRARY}
+    # ... also when the pointwise work is a fragment of its own
+    assert first_choices([lone, with_epilogue], {0: [LIBRARY, 1, 0], 1: [0]}) == {0: LIBRARY, 1: 0}
     # a lone convolution (plus views): cuDNN alone is no Triton plan, so the first template leads
-    assert first_choices({0: [LIBRARY, 1, 0], 1: []}) == {0: 1, 1: PYTORCH}
-    assert first_choices({0: []}) == {0: PYTORCH}
+    assert first_choices([lone, view], {0: [LIBRARY, 1, 0], 1: []}) == {0: 1, 1: PYTORCH}
+    assert first_choices([view], {0: []}) == {0: PYTORCH}
 
 
 CONV_CHAIN = '''
@@ -108,5 +116,35 @@ def test_library_anchor_epilogue_takes_the_pointwise_fragment_after_it(cpu_verif
     cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
     assert cand.plan == ["conv2d: PyTorch", "relu, leaky_relu, mul_scalar, sigmoid, add: Triton"], cand.plan
     assert cand.source.count("@triton.jit") == 1
+    v = cpu_verifier.verify(problem, cand.source, mode="mixed")
+    assert v.correct, v.reasons
+
+
+CONV_NORM = CONV_CHAIN.replace("self.bias = nn.Parameter(torch.randn(8, 1, 1))", "self.gn = nn.GroupNorm(2, 8)").replace(
+    """        x = F.leaky_relu(x, 0.01)
+        x = torch.sigmoid(x * 2.0)
+        return x + self.bias""", """        return self.gn(x * 2.0)""")
+
+
+def test_library_anchor_epilogue_becomes_the_next_norms_prologue(cpu_verifier):
+    """conv, relu, mul | group_norm: with cuDNN running the conv, its epilogue is computed as
+    the group norm reads its input (one Triton fragment, the conv's output read once for the
+    statistics and once to write) instead of being written out and read back."""
+    problem = from_source(CONV_NORM, name="conv norm")
+    ns: dict = {}
+    exec(problem.source, ns)
+    with torch.device("meta"):
+        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
+    from drtriton.policy.program import Program
+
+    policy, program = BuiltinPolicy("cpu"), Program(graph)
+    frags = policy.cuts(program)[0]
+    assert [f.label for f in frags] == ["conv2d, relu, mul_scalar", "group_norm"], [f.label for f in frags]
+    cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
+    assert cand.plan == ["conv2d: PyTorch", "relu, mul_scalar, group_norm: Triton"], cand.plan
+    # the norm keeps its own variant choice: PyTorch for it leaves the epilogue a kernel of its own
+    cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else PYTORCH, "mixed")
+    assert cand.plan == ["conv2d: PyTorch", "relu, mul_scalar: Triton", "group_norm: PyTorch"], cand.plan
+    cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
     v = cpu_verifier.verify(problem, cand.source, mode="mixed")
     assert v.correct, v.reasons

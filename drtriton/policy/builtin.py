@@ -16,7 +16,7 @@ from ..capture import Graph
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
-from .emit import attention, batchnorm, conv, elementwise, loss, matmul, pool, pytorch, rows, scan
+from .emit import attention, batchnorm, conv, elementwise, loss, matmul, norms, pool, pytorch, rows, scan
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -42,7 +42,7 @@ EMITTERS = {
     "matmul": _ByOp(matmul, scaled_dot_product_attention=attention),
     "reduction": rows,
     "softmax": rows,
-    "norm": _ByOp(rows, batch_norm=batchnorm),
+    "norm": _ByOp(norms, batch_norm=batchnorm),
     "conv": conv,
     "pool": pool,
     "scan": scan,
@@ -57,12 +57,18 @@ LIBRARY = "library"
 LIBRARY_KINDS = ("matmul", "conv")
 
 
-def first_choices(options: dict[int, list]) -> dict[int, object]:
+def first_choices(frags: list[Fragment], options: dict[int, list]) -> dict[int, object]:
     """The plan as first written: each fragment's first choice (PYTORCH when it has none), unless
     that leaves nothing in Triton (a lone convolution in mixed mode on the GPU, where LIBRARY
-    leads): then each fragment's first Triton template instead."""
+    leads; with a prologue or epilogue, LIBRARY runs those in Triton): then each fragment's
+    first Triton template instead."""
     first = {i: (o[0] if o else PYTORCH) for i, o in options.items()}
-    if all(c is PYTORCH or c == LIBRARY for c in first.values()):
+
+    def triton(i: int) -> bool:
+        c = first[i]
+        return c is not PYTORCH and (c != LIBRARY or bool(frags[i].prologue or frags[i].epilogue))
+
+    if not any(triton(i) for i in first):
         first = {i: next((c for c in o if c != LIBRARY), first[i]) for i, o in options.items()}
     return first
 
@@ -182,6 +188,16 @@ class BuiltinPolicy:
                        and _chains(program, parts[-1], queue[0][1]) and choose(queue[0][0], queue[0][1]) == 0):
                     parts[-1] = Fragment(parts[-1].nodes + queue.pop(0)[1].nodes, None, "pointwise")
                 queue = [(i, f, 0) for f in parts] + queue
+                # and an anchor reading the epilogue's result elementwise (a norm, a reduction)
+                # takes it as its prologue, with the variant chosen for it
+                if len(queue) > len(parts) and queue[len(parts)][2] is None:
+                    j, then, _ = queue[len(parts)]
+                    then_variant = choose(j, then)
+                    if (isinstance(then_variant, int) and not isinstance(then_variant, bool)
+                            and program.can_prologue(parts[-1], then)):
+                        merged = Fragment(parts[-1].nodes + then.nodes, then.anchor, then.kind,
+                                          prologue=parts[-1].nodes, epilogue=then.epilogue)
+                        queue[len(parts) - 1:len(parts) + 1] = [(j, merged, then_variant)]
                 continue
             try:
                 if variant is PYTORCH and frag.kind not in ("view", "torch"):

@@ -18,26 +18,46 @@ from .program import Program
 
 
 @dataclass
+class Axes:
+    """A run of output dimensions `first..last` whose row-major index the template already holds
+    in `var` (a Triton expression): indices along them come from `var` alone, with divisions by
+    the sizes of those dimensions only. `scalar`: `var` is one value per program (an operand
+    that varies only along these dimensions is then one scalar load)."""
+
+    var: str
+    first: int
+    last: int
+    scalar: bool = False
+
+
+@dataclass
 class IndexSpace:
     """The elements a kernel handles right now: a tile over an output of `rank` dimensions.
 
     `flat`: the offset of each element in the contiguous output (a Triton expression);
     `index(d)`: its index along output dimension d (declared lazily, with `sizes` the names of
-    the runtime sizes of dimensions 1..rank-1); `mask`: which elements are real."""
+    the runtime sizes of dimensions 1..rank-1); `mask`: which elements are real. `axes`: runs of
+    dimensions whose index the template holds already (a program's row, a reduction's r and
+    columns), so their indices need no division of the flat offset."""
 
     rank: int
     flat: str
     mask: str
     sizes: list[str]  # kernel parameter names holding the sizes of dims 1..rank-1
+    axes: list[Axes] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)  # index declarations made so far
     _declared: dict[int, str] = field(default_factory=dict)
 
+    def axes_of(self, d: int) -> Axes:
+        return next((a for a in self.axes if a.first <= d <= a.last), Axes(self.flat, 0, self.rank - 1))
+
     def index(self, d: int) -> str:
         if d not in self._declared:
+            a = self.axes_of(d)
             name = f"i{d}"
-            inner = " * ".join(self.sizes[d:]) if d < self.rank - 1 else ""
-            expr = f"({self.flat} // ({inner}))" if inner else self.flat
-            if d > 0:
+            inner = " * ".join(self.sizes[d:a.last])  # sizes of dims d+1..last
+            expr = f"({a.var} // ({inner}))" if inner else a.var
+            if d > a.first:
                 expr = f"{expr} % {self.sizes[d - 1]}"
             self.lines.append(f"{name} = {expr}")
             self._declared[d] = name
@@ -85,6 +105,13 @@ class PointwiseBlock:
         """An operand of the output's own shape: read at the flat offset, no index math."""
         return list(self.program.values[value].shape) == self.shape
 
+    def varying(self, value: str) -> list[int]:
+        """The output dimensions along which a broadcast operand changes (as at capture: its
+        size-1 and missing dimensions are broadcast, stride 0, and skipped)."""
+        vs = list(self.program.values[value].shape)
+        lead = len(self.shape) - len(vs)
+        return [d for d in range(len(self.shape)) if d >= lead and vs[d - lead] != 1 and self.shape[d] != 1]
+
     def params(self) -> list[str]:
         out = []
         for v in self.operands:
@@ -100,12 +127,18 @@ class PointwiseBlock:
         lines: list[str] = []
         for v in self.operands:
             p = self.local[v]
-            if self.full(v):
-                offset = space.flat
-            else:
-                offset = " + ".join(f"{space.index(d)} * {p}_s{d}" for d in range(len(self.shape))) or "0"
             var = f"{p}_val"
-            lines.append(f"{var} = tl.load({p}_ptr + {offset}, mask={space.mask}, other=0.0)")
+            if self.full(v):
+                lines.append(f"{var} = tl.load({p}_ptr + {space.flat}, mask={space.mask}, other=0.0)")
+                env[v] = var
+                continue
+            # broadcast dimensions have stride 0: only the others take part in the offset
+            dims = self.varying(v)
+            offset = " + ".join(f"{space.index(d)} * {p}_s{d}" for d in dims) or "0"
+            if all(space.axes_of(d).scalar for d in dims):  # one value per program
+                lines.append(f"{var} = tl.load({p}_ptr + {offset})")
+            else:
+                lines.append(f"{var} = tl.load({p}_ptr + {offset}, mask={space.mask}, other=0.0)")
             env[v] = var
         for n in self.nodes:
             var = self.program.expr(n.outputs[0])

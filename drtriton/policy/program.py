@@ -17,6 +17,8 @@ from ..ops import VOCABULARY
 MAX_FRAGMENT_OPS = 5
 
 POINTWISE = {"elementwise_unary", "elementwise_binary"}
+# anchors that read their main input elementwise, so a pointwise chain before them can be their prologue
+TAKES_PROLOGUE = ("reduction", "softmax", "norm", "scan", "loss")
 # aten operators that only change the view of a tensor: PyTorch runs them (allowed in strict mode)
 VIEWS = {
     "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
@@ -156,23 +158,31 @@ class Program:
     def _take_prologue(self, frag: Fragment, owner, frags: list[Fragment]) -> None:
         """Pull a pure pointwise fragment that only feeds this anchor into it, when the anchor
         kind reads its input elementwise (reductions, softmax, norms)."""
-        if frag.kind not in ("reduction", "softmax", "norm", "scan", "loss"):
-            return
         main = self.inputs_of(frag.anchor)[0]
         prod = self.producer.get(main)
         if prod is None or prod.name not in owner:
             return
         pre = owner[prod.name]
-        if pre.kind != "pointwise" or len(pre.nodes) + 1 > MAX_FRAGMENT_OPS or pre is not frags[-1]:
-            return
-        inside = {n.name for n in pre.nodes} | {frag.anchor.name}
-        if any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs):
+        if pre is not frags[-1] or not self.can_prologue(pre, frag):
             return
         frags.pop()
         frag.prologue = pre.nodes
         frag.nodes = pre.nodes + frag.nodes
         for n in pre.nodes:
             owner[n.name] = frag
+
+
+    def can_prologue(self, pre: Fragment, frag: Fragment) -> bool:
+        """Whether pointwise fragment `pre` can run as the prologue of anchor fragment `frag`:
+        the anchor reads its main input elementwise, `pre` computes it, nothing else needs
+        `pre`'s values, and the two fit in one fragment."""
+        if (frag.kind not in TAKES_PROLOGUE or frag.prologue or pre.kind != "pointwise"
+                or len(pre.nodes) + len(frag.nodes) > MAX_FRAGMENT_OPS):
+            return False
+        if self.inputs_of(frag.anchor)[0] != pre.nodes[-1].outputs[0]:
+            return False
+        inside = {n.name for n in pre.nodes} | {frag.anchor.name}
+        return not any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs)
 
 
 def _anchor_takes_epilogue(frag: Fragment) -> bool:

@@ -1,22 +1,54 @@
-"""A fragment of elementwise operators as one kernel over the flat output.
+"""A fragment of elementwise operators as one kernel over the output.
 
-Each program handles BLOCK consecutive elements of the (contiguous) output; operands of the same
-shape are read at the same offset, broadcast ones through their strides. Every value the rest of
-the program needs is stored, so a fused chain never recomputes or re-reads.
+Operands of the output's shape are read at the element's offset; broadcast ones (a per-channel
+bias) through their strides, along the dimensions where they change. Two layouts:
+
+- rows: when every broadcast operand changes only along the leading dimensions and the trailing
+  ones hold enough elements (a bias over (N, C, H, W) varies along N, C; H*W follow), a program
+  owns BLOCK consecutive elements of one row of the trailing dimensions: the broadcast operands'
+  offsets come from the row number, once per program, and their values are scalar loads. No
+  per-element index arithmetic.
+- flat: otherwise, BLOCK consecutive elements of the flat output; a broadcast operand's indices
+  come from dividing the offset.
+
+Offsets are 32-bit unless the output has more than 2**30 elements (WIDE): 64-bit division costs
+several times more. Every value the rest of the program needs is stored, so a fused chain never
+recomputes or re-reads.
 """
 
 from __future__ import annotations
 
-from ..pointwise import IndexSpace, PointwiseBlock
+import math
+
+from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, autotune
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
+#: the rows layout needs at least this many elements a row (fewer: most of a block is masked)
+MIN_ROW = 512
+#: and at most this many blocks a row (the grid's second axis holds 65535)
+MAX_ROW_BLOCKS = 65535
+#: more elements than this: 64-bit offsets (a block past the end must not wrap a 32-bit offset)
+WIDE = "2**30"
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
     return [{}]
+
+
+def row_split(block: PointwiseBlock) -> int | None:
+    """The number of leading dimensions that make a row for the rows layout, or None for flat."""
+    shape = block.shape
+    varying = [d for v in block.operands if not block.full(v) for d in block.varying(v)]
+    if not varying and all(block.full(v) for v in block.operands):
+        return None  # nothing to index: flat is as good
+    k = max(varying, default=-1) + 1
+    inner = math.prod(shape[k:])
+    if k == 0 or k >= len(shape) or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_ROW_BLOCKS:
+        return None
+    return k
 
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
@@ -30,15 +62,37 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     sizes = [f"size{d}" for d in range(1, rank)]
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
-    params = block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
-    space = IndexSpace(rank, "offs", "mask", sizes)
+    k = row_split(block)
+    what = "x".join(map(str, shape)) or "a scalar"
+    if k is None:
+        params = block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
+        space = IndexSpace(rank, "offs", "mask", sizes)
+        head = [f"    # {frag.label}, fused: one pass over {what} elements",
+                "    pid = tl.program_id(0)",
+                "    if WIDE:",
+                "        pid = pid.to(tl.int64)",
+                "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
+                "    mask = offs < n"]
+        key = "n"
+    else:
+        params = block.params() + [f"{o}_out" for o in outs] + ["inner"] + sizes
+        space = IndexSpace(rank, "offs", "mask", sizes, axes=[Axes("row", 0, k - 1, scalar=True),
+                                                              Axes("cols", k, rank - 1)])
+        head = [f"    # {frag.label}, fused: one pass over {what} elements, as rows of dims 0..{k - 1}",
+                f"    # (broadcast operands change only along those) by the {math.prod(shape[k:])} elements "
+                "of the dims after them",
+                "    row = tl.program_id(0)",
+                "    if WIDE:",
+                "        row = row.to(tl.int64)",
+                "    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+                "    mask = cols < inner",
+                "    offs = row * inner + cols"]
+        key = "inner"
     body = block.emit(space, {})
-    kernel = autotune(BLOCKS, ["n"], device) + [
+    kernel = autotune(BLOCKS, [key], device) + [
         "@triton.jit",
-        f"def {name}({', '.join(params)}, BLOCK: tl.constexpr):",
-        f"    # {frag.label}, fused: one pass over {'x'.join(map(str, shape)) or 'a scalar'} elements",
-        "    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-        "    mask = offs < n",
+        f"def {name}({', '.join(params)}, WIDE: tl.constexpr, BLOCK: tl.constexpr):",
+        *head,
         *(f"    {line}" for line in body),
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
@@ -50,7 +104,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines += prelude
     lines.append(f"_n = {outs[0]}.numel()")
     size_args = [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
-    lines.append(f"{name}[lambda meta: (triton.cdiv(_n, meta['BLOCK']),)]({', '.join(args + outs + ['_n'] + size_args)})")
+    if k is None:
+        grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
+        counts = ["_n"]
+    else:
+        lines.append(f"_inner = math.prod({outs[0]}.shape[{k}:])")
+        grid = "lambda meta: (_n // max(_inner, 1), triton.cdiv(_inner, meta['BLOCK']))"
+        counts = ["_inner"]
+    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE})")
     return Emitted(["\n".join(kernel)], lines)
 
 

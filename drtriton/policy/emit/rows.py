@@ -1,4 +1,5 @@
-"""Reductions, softmax and normalisations: everything that reads along one block of axes.
+"""Reductions and softmax: everything that reads along one block of axes and keeps no statistics
+(the normalisations are `norms`).
 
 The anchor's input X (contiguous) is viewed as (O, R, I): O the axes before the reduced block,
 R the reduced block, I the axes after it. A program owns one o and a strip of BLOCK_I columns of
@@ -15,21 +16,18 @@ result before the one store.
   the epilogue. argmax/argmin (indices and ties across chunks) and logsumexp (a (max, sum)
   pair) keep the one pass.
 - softmax / log_softmax: an online max-and-sum pass, then a writing pass.
-- layer/rms/group/instance norm: a mean pass, a variance pass (exact two-pass statistics), then
-  a writing pass with the affine parameters.
 """
 
 from __future__ import annotations
 
 import math
 
-from ..pointwise import IndexSpace, PointwiseBlock
+from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, input_launch, pow2
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm"}
 SOFTMAXES = {"softmax", "log_softmax"}
-NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
 
 _NEUTRAL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
             "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0"}
@@ -77,10 +75,6 @@ def _block_axes(op: str, attrs: dict, rank: int) -> tuple[int, int]:
         dims = sorted(dims) if isinstance(dims, (list, tuple)) else [dims]
     elif op in SOFTMAXES:
         dims = [attrs["dim"]]
-    elif op in ("layer_norm", "rms_norm"):
-        dims = list(range(rank - attrs["normalized_dims"], rank))
-    elif op in ("group_norm", "instance_norm"):
-        dims = list(range(1, rank))  # per sample (group_norm splits C into groups below)
     else:
         raise Unsupported(op)
     if not dims or dims != list(range(dims[0], dims[-1] + 1)):
@@ -95,7 +89,7 @@ def _prod(xs) -> int:
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
     op = node.op
-    if op not in REDUCTIONS | SOFTMAXES | NORMS:
+    if op not in REDUCTIONS | SOFTMAXES:
         raise Unsupported(op)
     ins = program.inputs_of(node)
     x = ins[0]
@@ -108,16 +102,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("the indices of max/min are used")
     rank = len(xs)
     first, last = _block_axes(op, node.attrs, rank)
-    if op == "instance_norm":
-        first = 2  # per (sample, channel)
     O, R, I = _prod(xs[:first]), _prod(xs[first:last + 1]), _prod(xs[last + 1:])
-    groups = node.attrs.get("num_groups", 1) if op == "group_norm" else 1
-    if op == "group_norm":  # rows of (n, g): C/G channels x spatial, contiguous
-        O, R, I = xs[0] * groups, _prod(xs[1:]) // groups, 1
 
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
-    full_out = op in SOFTMAXES | NORMS  # the output has X's shape
     inside = {n.name for n in frag.nodes}
     stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
     if any(list(program.values[o].shape) != out_shape for o in stores):
@@ -129,8 +117,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
 
-    block_r = 64 if I > 1 else 1024
-    block_i = min(64, pow2(I)) if I > 1 else 1
+    # a (BLOCK_R, BLOCK_I) tile of about 4096 elements: short reduced blocks take wider strips
+    block_r = min(64, pow2(R)) if I > 1 else 1024
+    block_i = min(pow2(I), max(64, 4096 // block_r)) if I > 1 else 1
     # few programs (O x strips of I) and a long R: split R over more programs, in two stages
     split = (op in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
              and R >= MIN_CHUNKS * CHUNK_TILES * block_r)
@@ -138,17 +127,15 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
     params = (["x_ptr"] if not frag.prologue else pro.params())
-    affine = op in NORMS and node.attrs.get("affine")
-    has_bias = affine and (op != "layer_norm" or node.attrs.get("has_bias", True)) and op != "rms_norm"
-    if affine:
-        params += ["w_ptr"] + (["b_ptr"] if has_bias else [])
     out_params = epi.params() + [f"{o}_out" for o in outs]
     if split:  # stage 1 stores partials; the outputs are stage 2's
         params += ["part_ptr", "R", "I"] + x_sizes
     else:
         params += out_params + ["R", "I"] + x_sizes + o_sizes
-    if op in NORMS:
-        params += ["eps", "G", "C_per_group", "spatial"]
+
+    # where the tile's elements are: o runs over the dims before the reduced block, r over the
+    # block, the columns over the dims after it
+    x_axes = _axes(["o", "r[:, None]", "cols[None, :]"], first, last, rank)
 
     def load_x(indent: str, end: str = "R") -> list[str]:
         """X at rows r (< end) of the program's columns, as `xv`."""
@@ -156,7 +143,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                  f"x_mask = (r[:, None] < {end}) & col_mask[None, :]"]
         if frag.prologue:
             env = {}
-            lines += pro.emit(IndexSpace(rank, "x_offs", "x_mask", x_sizes), env)
+            lines += pro.emit(IndexSpace(rank, "x_offs", "x_mask", x_sizes, x_axes), env)
             lines.append(f"xv = {env[x]}")
         else:
             lines.append("xv = tl.load(x_ptr + x_offs, mask=x_mask, other=0.0)")
@@ -166,7 +153,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         """The epilogue on the reduced values `res`, then the stores (output offset o * I + col)."""
         env = {out: "res"}
         lines = ["out_offs = o * I + cols"]
-        lines += epi.emit(IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes), env)
+        kept = last - first + 1 if node.attrs.get("keepdim") else 0
+        o_axes = _axes(["o", None, "cols"], first, first + kept - 1, len(out_shape))
+        lines += epi.emit(IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes, o_axes), env)
         return lines + [f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)"
                         for o_name, v in zip(outs, stores)]
 
@@ -228,7 +217,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if not split:
             body += store_result()
     else:
-        body += _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank)
+        body += _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes)
 
     helpers = []
     if op == "prod":
@@ -276,21 +265,15 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}{how}"]
     pre, device, args = input_launch(program, pro if frag.prologue else None, x)
     lines += pre
-    lines.append(f"_O, _R, _I = {_launch_dims(op, first, last, groups)}")
+    lines.append(f"_O, _R, _I = math.prod(_xs[:{first}]), math.prod(_xs[{first}:{last + 1}]), math.prod(_xs[{last + 1}:])")
     dtype = "torch.int64" if op in ("argmax", "argmin") else "torch.float32"
     out_src = _out_shape_source(op, node, first, last, rank)
     for o_name in outs:
         lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={dtype})")
-    if affine:
-        args.append(program.expr(ins[1]))
-        if has_bias:
-            args.append(program.expr(ins[2]))
     pre, epi_args = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     out_args = epi_args + outs
     o_size_args = [f"*{outs[0]}.shape[1:]"] if len(out_shape) > 1 else []
-    if op in NORMS:
-        lines.append(f"_spatial = {_spatial_source(op, rank)}")
     lines.append(f"_BI = {block_i} if _I > 1 else 1")
     if split:
         stage1 = args + ["_part", "_R", "_I", "*_xs[1:]"]
@@ -306,104 +289,50 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         ]
         return Emitted(kernels, lines)
     args += out_args + ["_R", "_I", "*_xs[1:]"] + o_size_args
-    if op in NORMS:
-        args += [repr(_eps(node)), _groups_source(op, groups), _c_per_group(op, groups), "_spatial"]
     lines.append(f"{name}[(_O, triton.cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
     return Emitted(kernels, lines)
 
 
-def _eps(node) -> float:
-    eps = node.attrs.get("eps")
-    return 1.1920928955078125e-07 if eps is None else float(eps)  # rms_norm's default: finfo.eps
-
-
-def _groups_source(op: str, groups: int) -> str:
-    """G: rows per sample (groups, or channels for instance norm)."""
-    return str(groups) if op == "group_norm" else ("_xs[1]" if op == "instance_norm" else "1")
-
-
-def _c_per_group(op: str, groups: int) -> str:
-    return f"_xs[1] // {groups}" if op == "group_norm" else "1"
-
-
-def _spatial_source(op: str, rank: int) -> str:
-    if op in ("group_norm", "instance_norm"):
-        return "math.prod(_xs[2:])" if rank > 2 else "1"
-    return "1"
-
-
-def _launch_dims(op: str, first: int, last: int, groups: int) -> str:
-    if op == "group_norm":
-        return f"_xs[0] * {groups}, math.prod(_xs[1:]) // {groups}, 1"
-    return f"math.prod(_xs[:{first}]), math.prod(_xs[{first}:{last + 1}]), math.prod(_xs[{last + 1}:])"
-
-
 def _out_shape_source(op: str, node, first: int, last: int, rank: int) -> str:
-    if op in SOFTMAXES | NORMS:
+    if op in SOFTMAXES:
         return "_xs"
     if node.attrs.get("keepdim"):
         return f"(*_xs[:{first}], {', '.join('1' for _ in range(first, last + 1))}, *_xs[{last + 1}:])"
     return f"(*_xs[:{first}], *_xs[{last + 1}:])"
 
 
-def _two_pass(op, node, load_x, epi, out, outs, stores, affine, has_bias, x_sizes, rank) -> list[str]:
-    """softmax and the norms: statistics over R per column, then a pass that writes X's shape."""
-    body = []
-    if op in SOFTMAXES:
-        body += ["run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)",
-                 "run_sum = tl.zeros((BLOCK_I,), tl.float32)",
-                 "for r0 in range(0, R, BLOCK_R):",
-                 "    r = r0 + tl.arange(0, BLOCK_R)"]
-        body += load_x("    ")
-        body += ["    xv = tl.where(x_mask, xv, float(\"-inf\"))",
-                 "    new_max = tl.maximum(run_max, tl.max(xv, axis=0))",
-                 "    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)",
-                 "    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)",
-                 "    run_max = new_max",
-                 "row_max = tl.where(run_max == float(\"-inf\"), 0.0, run_max)"]
-        if op == "softmax":
-            body.append("inv_sum = 1.0 / run_sum")
-            write = "tl.exp(xv - row_max[None, :]) * inv_sum[None, :]"
-        else:
-            body.append("log_sum = tl.log(run_sum)")
-            write = "xv - row_max[None, :] - log_sum[None, :]"
+def _axes(vars: list, first: int, last: int, rank: int) -> list[Axes]:
+    """Axes for a tile over (before, block, after) = dims (0..first-1, first..last, last+1..):
+    `vars` names the index over each run (None: none); o, the program's, is a scalar."""
+    runs = [(0, first - 1), (first, last), (last + 1, rank - 1)]
+    return [Axes(v, a, b, scalar=v == "o") for v, (a, b) in zip(vars, runs) if v is not None and a <= b]
+
+
+def _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes) -> list[str]:
+    """softmax / log_softmax: the running max and sum over R per column, then a pass that writes
+    X's shape."""
+    body = ["run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)",
+            "run_sum = tl.zeros((BLOCK_I,), tl.float32)",
+            "for r0 in range(0, R, BLOCK_R):",
+            "    r = r0 + tl.arange(0, BLOCK_R)"]
+    body += load_x("    ")
+    body += ["    xv = tl.where(x_mask, xv, float(\"-inf\"))",
+             "    new_max = tl.maximum(run_max, tl.max(xv, axis=0))",
+             "    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)",
+             "    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)",
+             "    run_max = new_max",
+             "row_max = tl.where(run_max == float(\"-inf\"), 0.0, run_max)"]
+    if op == "softmax":
+        body.append("inv_sum = 1.0 / run_sum")
+        write = "tl.exp(xv - row_max[None, :]) * inv_sum[None, :]"
     else:
-        centred = op != "rms_norm"
-        body += ["total = tl.zeros((BLOCK_I,), tl.float32)"]
-        if centred:
-            body += ["for r0 in range(0, R, BLOCK_R):", "    r = r0 + tl.arange(0, BLOCK_R)"]
-            body += load_x("    ")
-            body += ["    total += tl.sum(tl.where(x_mask, xv, 0.0), axis=0)", "mean = total / R"]
-        else:
-            body += ["mean = tl.zeros((BLOCK_I,), tl.float32)"]
-        body += ["sq = tl.zeros((BLOCK_I,), tl.float32)", "for r0 in range(0, R, BLOCK_R):",
-                 "    r = r0 + tl.arange(0, BLOCK_R)"]
-        body += load_x("    ")
-        body += ["    d = tl.where(x_mask, xv - mean[None, :], 0.0)", "    sq += tl.sum(d * d, axis=0)",
-                 "rstd = 1.0 / tl.sqrt(sq / R + eps)"]
-        write = "(xv - mean[None, :]) * rstd[None, :]"
-        if affine:
-            # the affine parameter index: position in the normalised shape, or the channel
-            if op in ("layer_norm", "rms_norm"):
-                widx = "r[:, None] + tl.zeros_like(x_offs)"
-            elif op == "group_norm":  # o = n * G + g; channel = g * C/G + r // spatial
-                widx = "(o % G) * C_per_group + r[:, None] // spatial + tl.zeros_like(x_offs)"
-            else:  # instance norm: o = n * C + c
-                widx = "(o % G) + tl.zeros_like(x_offs)"
-            body_w = [f"    widx = {widx}",
-                      "    w = tl.load(w_ptr + widx, mask=x_mask, other=1.0)"]
-            if has_bias:
-                body_w.append("    bb = tl.load(b_ptr + widx, mask=x_mask, other=0.0)")
-            write = f"{write} * w" + (" + bb" if has_bias else "")
-        else:
-            body_w = []
+        body.append("log_sum = tl.log(run_sum)")
+        write = "xv - row_max[None, :] - log_sum[None, :]"
     body += ["for r0 in range(0, R, BLOCK_R):", "    r = r0 + tl.arange(0, BLOCK_R)"]
     body += load_x("    ")
-    if op not in SOFTMAXES:
-        body += body_w
     body.append(f"    res = {write}")
     env = {out: "res"}
-    space = IndexSpace(rank, "x_offs", "x_mask", x_sizes)
+    space = IndexSpace(rank, "x_offs", "x_mask", x_sizes, x_axes)
     body += [f"    {line}" for line in epi.emit(space, env)]
     for o_name, v in zip(outs, stores):
         body.append(f"    tl.store({o_name}_out + x_offs, {env[v]}, mask=x_mask)")
