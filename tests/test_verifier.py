@@ -164,3 +164,21 @@ def test_gpu_lock_lets_a_waiting_exclusive_request_go_before_new_shared_ones(tmp
     for t in threads:
         t.join(10)
     assert order == ["first out", "exclusive", "late shared"], order
+
+
+def test_reference_worker_keeps_the_problems_in_use():
+    """The reference worker keeps a few built problems, least recently used evicted first: a
+    problem being checked stays while other searches prepare theirs (a bench's concurrent
+    searches evicted one mid-check before), and an evicted one answers 'unprepared' (the
+    verifier then prepares it again)."""
+    from drtriton.verify.worker.harness import ReferenceHarness
+
+    harness = ReferenceHarness({"device": "cpu"})
+    harness.MAX_PROBLEMS = 2
+    harness.op_reference = lambda req: {"ok": True, "key": req["key"]}
+    harness._keep("a", object())
+    harness._keep("b", object())
+    assert harness.handle({"op": "reference", "key": "a"})["ok"]  # a used: b is now the oldest
+    harness._keep("c", object())
+    assert list(harness.problems) == ["a", "c"]
+    assert harness.handle({"op": "reference", "key": "b"})["kind"] == "unprepared"

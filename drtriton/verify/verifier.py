@@ -318,7 +318,7 @@ class _Check:
             return self.pool.prepared[problem.key]
 
     def reference_call(self, request: dict) -> dict:
-        for _ in range(2):  # once more if the reference worker evicted the problem meanwhile
+        for _ in range(4):  # again if the reference worker evicted the problem meanwhile (busy benches)
             self.prepare()
             with self.pool.reference() as ref:
                 reply = ref.call(request, self.config.timeout_s, self.cancel)

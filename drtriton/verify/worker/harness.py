@@ -63,7 +63,9 @@ def _is_cuda_fault(e: BaseException) -> bool:
 
 
 class ReferenceHarness:
-    MAX_PROBLEMS = 4
+    # problems kept built (least recently used go first): a bench's concurrent searches each
+    # verify a program and its fragments; running out of memory evicts all but the current one
+    MAX_PROBLEMS = 16
 
     def __init__(self, settings: dict):
         self.settings = settings
@@ -73,8 +75,10 @@ class ReferenceHarness:
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
-        if op in ("reference", "compare") and req["key"] not in self.problems:
-            return {"ok": False, "kind": "unprepared", "error": "problem not prepared (evicted)"}
+        if op in ("reference", "compare"):
+            if req["key"] not in self.problems:
+                return {"ok": False, "kind": "unprepared", "error": "problem not prepared (evicted)"}
+            self.problems.move_to_end(req["key"])
         try:
             for attempt in (1, 2):
                 try:
@@ -100,6 +104,12 @@ class ReferenceHarness:
         for k in [k for k in self.outputs if k[0] != key]:
             del self.outputs[k]
 
+    def _keep(self, key: str, runtime) -> None:
+        self.problems[key] = runtime
+        self.problems.move_to_end(key)
+        while len(self.problems) > self.MAX_PROBLEMS:
+            self.problems.popitem(last=False)
+
     def op_prepare(self, req: dict) -> dict:
         key = req["key"]
         device = req["device"]
@@ -118,10 +128,7 @@ class ReferenceHarness:
         # These calls moved the buffers in training mode (batch-norm running statistics, which
         # eval mode reads); the candidate starts from the constructed state, so must the reference.
         runtime.model.load_state_dict(runtime.initial_state)
-        self.problems[key] = runtime
-        self.problems.move_to_end(key)
-        while len(self.problems) > self.MAX_PROBLEMS:
-            self.problems.popitem(last=False)
+        self._keep(key, runtime)
         in_bytes = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
         return {
             "ok": True,
