@@ -140,7 +140,7 @@ def test_gpu_lock_lets_a_waiting_exclusive_request_go_before_new_shared_ones(tmp
         with lock.shared():
             first_in.set()
             release_first.wait(10)
-        order.append("first out")
+            order.append("first out")  # inside: the exclusive holder cannot be in yet
 
     def exclusive():
         with lock.exclusive():
