@@ -182,3 +182,39 @@ def test_reference_worker_keeps_the_problems_in_use():
     harness._keep("c", object())
     assert list(harness.problems) == ["a", "c"]
     assert harness.handle({"op": "reference", "key": "b"})["kind"] == "unprepared"
+
+
+def test_timing_tunes_autotuned_kernels_again(tmp_path):
+    """Correctness trials autotune beside other checks on the GPU; before timing (GPU held
+    alone) the candidate's autotuner choices are forgotten, so the warmup tunes again."""
+    pytest.importorskip("triton")
+    from drtriton.verify.worker.harness import forget_autotuning
+    from drtriton.verify.worker.runtime import import_source
+
+    module = import_source('''
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"])
+@triton.jit
+def tuned(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % 2 == 0})
+@triton.autotune(configs=[triton.Config({"BLOCK": 64})], key=["n"])
+@triton.jit
+def nested(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    pass
+
+
+@triton.jit
+def plain(x_ptr):
+    pass
+''', "autotuned_case", str(tmp_path))
+    module.tuned.cache[(1024,)] = module.tuned.configs[1]
+    module.nested.fn.cache[(1024,)] = module.nested.fn.configs[0]
+    assert forget_autotuning(module) == 2
+    assert module.tuned.cache == {} and module.nested.fn.cache == {}
+    assert forget_autotuning(None) == 0

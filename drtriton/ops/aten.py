@@ -133,6 +133,30 @@ def _linear(node, values):
     return "linear", {"bias": a["bias"] is not None, "out_features": w[0]}
 
 
+def _einsum(node, values):
+    """An einsum that is a matrix product with broadcast batch dims ("bijl,lk->bijk",
+    "bmk,bkn->bmn"): matmul. Other equations stay PyTorch."""
+    a = _args(node, ["equation", "tensors"])
+    eq, tensors = a["equation"], a["tensors"]
+    if not isinstance(eq, str) or len(tensors) != 2 or not all(_is_tensor(t) for t in tensors) or "." in eq:
+        return None
+    lhs, _, out = eq.replace(" ", "").partition("->")
+    x, _, y = lhs.partition(",")
+    if not out or len(x) < 2 or len(y) < 2 or any(len(set(s)) != len(s) for s in (x, y, out)):
+        return None
+    m, c, (c2, n) = x[-2], x[-1], y[-2:]
+    batch_x, batch_y = x[:-2], y[:-2]
+    batch = max(batch_x, batch_y, key=len)
+    if c != c2 or c in out or len({m, c, n}) != 3 or out != batch + m + n:
+        return None
+    # batch letters aligned from the right, as matmul broadcasts
+    if batch_x != batch[len(batch) - len(batch_x):] or batch_y != batch[len(batch) - len(batch_y):]:
+        return None
+    if any(len(_shape(values, t)) != len(s) for t, s in zip(tensors, (x, y))):
+        return None
+    return "matmul", {}
+
+
 def _sdpa(node, values):
     a = _args(node, ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"],
               {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None})
@@ -344,6 +368,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.matmul.default": lambda n, v: ("matmul", {}),
     "aten.mm.default": lambda n, v: ("matmul", {}),
     "aten.bmm.default": lambda n, v: ("bmm", {}),
+    "aten.einsum.default": _einsum,
     "aten.linear.default": _linear,
     "aten.scaled_dot_product_attention.default": _sdpa,
     "aten.conv1d.default": _conv("conv1d", 1, False),

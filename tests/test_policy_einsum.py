@@ -1,0 +1,37 @@
+"""`torch.einsum` equations that are matrix products (KernelBench L1/11 "bijl,lk->bijk") are
+captured as the vocabulary's matmul and converted to Triton (end to end on CPU under the Triton
+interpreter); other equations stay outside the vocabulary (PyTorch in mixed mode)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("torch")
+
+from test_policy_pool_scan_loss import capture, check, source  # noqa: E402
+
+from drtriton.ops.aten import match  # noqa: E402
+
+
+@pytest.mark.parametrize("equation,inputs", [
+    ("bijl,lk->bijk", "torch.randn(2, 3, 5, 16), torch.randn(16, 7)"),  # KernelBench L1/11
+    ("bmk,bkn->bmn", "torch.randn(3, 9, 20), torch.randn(3, 20, 6)"),
+    ("ik,kj->ij", "torch.randn(33, 40), torch.randn(40, 17)"),
+])
+def test_matrix_product_einsum_runs_in_triton(cpu_verifier, equation, inputs):
+    cand = check(cpu_verifier, source(f"torch.einsum('{equation}', x, y)", inputs, args="x, y"), ["matmul"])
+    assert "tl.dot" in cand.source
+
+
+@pytest.mark.parametrize("equation,inputs", [
+    ("ij->ji", "torch.randn(4, 5)"),  # a transpose
+    ("ij,ij->i", "torch.randn(4, 5), torch.randn(4, 5)"),  # a row-wise dot
+    ("ik,jk->ij", "torch.randn(4, 5), torch.randn(6, 5)"),  # contraction over the last axis of both
+    ("bik,kj->bji", "torch.randn(2, 4, 5), torch.randn(5, 6)"),  # output axes permuted
+])
+def test_other_einsums_are_not_matmul(equation, inputs):
+    args = "x, y" if "," in equation else "x"
+    _, graph, _ = capture(source(f"torch.einsum('{equation}', {args})", inputs, args=args))
+    (node,) = [n for n in graph.nodes if n.target == "aten.einsum.default"]
+    assert node.op is None and match(node, graph.values) is None
