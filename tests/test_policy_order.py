@@ -8,7 +8,7 @@ import torch
 
 from drtriton.capture import Node, capture_module
 from drtriton.policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, first_choices
-from drtriton.policy.program import Fragment
+from drtriton.policy.program import Fragment, Program
 from drtriton.problem import from_source
 
 GEMM = '''
@@ -97,20 +97,24 @@ def get_init_inputs():
 '''
 
 
+def _fused_cut(src: str):
+    """(problem, the CPU policy, its Program, the fused cut) for a module source."""
+    problem = from_source(src, name="case")
+    ns: dict = {}
+    exec(problem.source, ns)
+    with torch.device("meta"):
+        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
+    program = Program(graph)
+    policy = BuiltinPolicy("cpu")
+    return problem, policy, program, policy.cuts(program)[0]
+
+
 def test_library_anchor_epilogue_takes_the_pointwise_fragment_after_it(cpu_verifier):
     """conv + 5 pointwise ops: the fused cut is (conv + 4) and (add), since a fragment holds 5
     operators. With cuDNN running the conv (mixed mode), the epilogue has room: the add joins it,
     one Triton pass over the conv's output instead of two (L2/2, 7, 57 and others ran two); the
     module is correct."""
-    problem = from_source(CONV_CHAIN, name="conv chain")
-    ns: dict = {}
-    exec(problem.source, ns)
-    with torch.device("meta"):
-        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
-    from drtriton.policy.program import Program
-
-    policy, program = BuiltinPolicy("cpu"), Program(graph)
-    frags = policy.cuts(program)[0]
+    problem, policy, program, frags = _fused_cut(CONV_CHAIN)
     assert [f.label for f in frags] == ["conv2d, relu, leaky_relu, mul_scalar, sigmoid", "add"], \
         [f.label for f in frags]
     cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
@@ -130,15 +134,7 @@ def test_library_anchor_epilogue_becomes_the_next_norms_prologue(cpu_verifier):
     """conv, relu, mul | group_norm: with cuDNN running the conv, its epilogue is computed as
     the group norm reads its input (one Triton fragment, the conv's output read once for the
     statistics and once to write) instead of being written out and read back."""
-    problem = from_source(CONV_NORM, name="conv norm")
-    ns: dict = {}
-    exec(problem.source, ns)
-    with torch.device("meta"):
-        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
-    from drtriton.policy.program import Program
-
-    policy, program = BuiltinPolicy("cpu"), Program(graph)
-    frags = policy.cuts(program)[0]
+    problem, policy, program, frags = _fused_cut(CONV_NORM)
     assert [f.label for f in frags] == ["conv2d, relu, mul_scalar", "group_norm"], [f.label for f in frags]
     cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
     assert cand.plan == ["conv2d: PyTorch", "relu, mul_scalar, group_norm: Triton"], cand.plan

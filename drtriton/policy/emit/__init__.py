@@ -53,6 +53,36 @@ def autotune(configs: list[dict], key: list[str], device: str) -> list[str]:
     return lines + ["    ],", f"    key=[{keys}],", ")"]
 
 
+def stored_values(program, frag, shape) -> list[str]:
+    """The values a fragment's kernels store: those needed after it (later nodes, outputs). One
+    store per output element, so each must have the output's `shape`, else Unsupported."""
+    inside = {n.name for n in frag.nodes}
+    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
+    if any(list(program.values[o].shape) != list(shape) for o in stores):
+        raise Unsupported("stored values of different shapes")
+    return stores
+
+
+def require_private_prologue(program, frag) -> None:
+    """A prologue is computed as the anchor reads its input and never stored: none of its
+    values may be needed elsewhere."""
+    inside = {n.name for n in frag.nodes}
+    if any(program.used_outside(o, inside) for n in frag.prologue for o in n.outputs):
+        raise Unsupported("a prologue value is needed elsewhere")
+
+
+def chan_merge(n: str, mean: str, m2: str) -> list[str]:
+    """Lines merging partial statistics (count `n`, `mean`, sum of squared deviations `m2`) into
+    the running `count`, `mean`, `m2`: Chan et al.'s parallel formula, exact and free of the
+    E[x^2] - E[x]^2 cancellation; an empty partial adds nothing."""
+    return [f"total = count + {n}",
+            f"frac = tl.where(total > 0, {n} / tl.maximum(total, 1.0), 0.0)",
+            f"delta = {mean} - mean",
+            "mean += delta * frac",
+            f"m2 += {m2} + delta * delta * count * frac",
+            "count = total"]
+
+
 def pow2(n: int) -> int:
     """The smallest power of two >= n (Triton block sizes)."""
     return 1 << max(0, (int(n) - 1).bit_length())

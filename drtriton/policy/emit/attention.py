@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, stored_values
 from . import autotune
 
 # The autotuner's choices on the GPU (the first is used in the interpreter)
@@ -47,10 +47,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("attention operands of ranks other than 2-4, or of different ranks")
     out = node.outputs[0]
     so = list(program.values[out].shape)
-    inside = {n.name for n in frag.nodes}
-    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
-    if any(list(program.values[o].shape) != so for o in stores):
-        raise Unsupported("the epilogue changes the shape")
+    stores = stored_values(program, frag, so)
     epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"q_ptr", "k_ptr", "v_ptr"})
     causal = bool(node.attrs.get("is_causal"))
     prec = config["precision"]

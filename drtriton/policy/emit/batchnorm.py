@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, chan_merge, require_private_prologue, stored_values
 from . import autotune, input_launch, pow2
 
 #: programs the stats kernel aims for (channel blocks x SPLIT)
@@ -74,12 +74,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("cumulative running averages (momentum None)")
     eps = float(attrs["eps"])
     out = node.outputs[0]
-    inside = {n.name for n in frag.nodes}
-    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
-    if any(list(program.values[o].shape) != xs for o in stores):
-        raise Unsupported("stored values of different shapes")
-    if any(program.used_outside(o, inside) for n in frag.prologue for o in n.outputs):
-        raise Unsupported("a prologue value is needed elsewhere")
+    stores = stored_values(program, frag, xs)
+    require_private_prologue(program, frag)
     reserved = {"x_ptr", "scale_ptr", "shift_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
     epi = PointwiseBlock(program, frag.epilogue, xs, known={out}, reserved=reserved | set(pro.params()))
@@ -126,12 +122,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             "    mean_t = tl.sum(tl.where(mask, xv, 0.0), axis=0) / n_t",
             "    d = tl.where(mask, xv - mean_t[None, :], 0.0)",
             "    m2_t = tl.sum(d * d, axis=0)",
-            "    # Chan et al.: merge the tile's (n_t, mean_t, m2_t) into the running statistics",
-            "    total = count + n_t",
-            "    delta = mean_t - mean",
-            "    mean += delta * (n_t / total)",
-            "    m2 += m2_t + delta * delta * (count * n_t / total)",
-            "    count = total",
+            "    # merge the tile's (n_t, mean_t, m2_t) into the running statistics",
+            *(f"    {line}" for line in chan_merge("n_t", "mean_t", "m2_t")),
             "part = tl.program_id(1) * C + c",
             "tl.store(part_ptr + part, count, mask=c_mask)",
             "tl.store(part_ptr + SPLIT_C + part, mean, mask=c_mask)",
@@ -164,12 +156,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             "    n_p = tl.load(part_ptr + p * C + c, mask=c_mask, other=0.0)",
             "    mean_p = tl.load(part_ptr + (SPLIT + p) * C + c, mask=c_mask, other=0.0)",
             "    m2_p = tl.load(part_ptr + (2 * SPLIT + p) * C + c, mask=c_mask, other=0.0)",
-            "    total = count + n_p",
-            "    frac = tl.where(total > 0, n_p / tl.maximum(total, 1.0), 0.0)  # empty chunks add nothing",
-            "    delta = mean_p - mean",
-            "    mean += delta * frac",
-            "    m2 += m2_p + delta * delta * count * frac",
-            "    count = total",
+            *(f"    {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
             "var = m2 / count  # biased: what the batch is normalised with",
             f"rstd = 1.0 / tl.sqrt(var + {eps!r})",
         ]

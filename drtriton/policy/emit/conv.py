@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, stored_values
 from . import affine, autotune, paren, pow2
 
 OPS = {"conv1d": (1, False), "conv2d": (2, False), "conv3d": (3, False),
@@ -305,10 +305,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     bias = ins[2] if conv.bias else None
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
-    inside = {n.name for n in frag.nodes}
-    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
-    if any(list(program.values[o].shape) != out_shape for o in stores):
-        raise Unsupported("stored values of different shapes")
+    stores = stored_values(program, frag, out_shape)
     epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out}, reserved={"x_ptr", "w_ptr", "bias_ptr"})
     axes = _axes(conv)
     outs = [program.expr(o) for o in stores]

@@ -22,7 +22,7 @@ import math
 
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, autotune
+from . import Emitted, Names, Unsupported, autotune, stored_values
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
@@ -53,10 +53,7 @@ def row_split(block: PointwiseBlock) -> int | None:
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     shape = list(program.values[frag.nodes[-1].outputs[0]].shape)
-    inside = {n.name for n in frag.nodes}
-    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
-    if any(list(program.values[o].shape) != shape for o in stores):
-        raise Unsupported("stored values of different shapes")
+    stores = stored_values(program, frag, shape)
     block = PointwiseBlock(program, frag.nodes, shape)
     rank = len(shape)
     sizes = [f"size{d}" for d in range(1, rank)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, autotune
+from . import Emitted, Names, Unsupported, autotune, stored_values
 
 # Launch configurations the autotuner chooses from on the GPU (the first is used on the CPU).
 TILES = [
@@ -57,10 +57,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     batched_b = len(sb) == 3
     # the epilogue runs on the (..., M, N) output; rows of a fold their leading dims into M
     epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"a_ptr", "b_ptr", "bias_ptr"})
-    inside = {n.name for n in frag.nodes}
-    stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
-    if any(program.values[o].shape != so for o in stores):
-        raise Unsupported("epilogue changes the shape")
+    stores = stored_values(program, frag, so)
     name = names.kernel(frag.label)
     prec = config["precision"]
     outs = [program.expr(o) for o in stores]

@@ -22,7 +22,7 @@ import math
 
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, input_launch
+from . import Emitted, Names, Unsupported, chan_merge, input_launch, require_private_prologue, stored_values
 
 NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
 #: rows up to this many elements are held in registers whole
@@ -64,12 +64,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if program.values[x].dtype != "torch.float32":
         raise Unsupported("non-fp32 input")
     out = node.outputs[0]
-    inside = {n.name for n in frag.nodes}
-    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
-    if any(list(program.values[o].shape) != xs for o in stores):
-        raise Unsupported("stored values of different shapes")
-    if any(program.used_outside(o, inside) for n in frag.prologue for o in n.outputs):
-        raise Unsupported("a prologue value is needed elsewhere")
+    stores = stored_values(program, frag, xs)
+    require_private_prologue(program, frag)
     if op in ("layer_norm", "rms_norm"):
         first = rank - node.attrs["normalized_dims"]
     else:
@@ -187,12 +183,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
               "    mean_t = tl.sum(tl.where(x_mask, xv, 0.0), axis=0, keep_dims=True) / n_t",
               "    d = tl.where(x_mask, xv - mean_t, 0.0)",
               "    m2_t = tl.sum(d * d, axis=0, keep_dims=True)",
-              "    # Chan et al.: merge the tile's (n_t, mean_t, m2_t) into the chunk's statistics",
-              "    total = count + n_t",
-              "    delta = mean_t - mean",
-              "    mean += delta * (n_t / total)",
-              "    m2 += m2_t + delta * delta * (count * n_t / total)",
-              "    count = total",
+              "    # merge the tile's (n_t, mean_t, m2_t) into the chunk's statistics",
+              *(f"    {line}" for line in chan_merge("n_t", "mean_t", "m2_t")),
               "part = o * tl.num_programs(1) + tl.program_id(1) + tl.arange(0, 1)  # part[o, chunk]",
               "tl.store(part_ptr + part, count)",
               "tl.store(part_ptr + PARTS + part, mean)",
@@ -219,12 +211,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "        n_p = tl.load(part_ptr + part, mask=o_mask, other=0.0)",
         "        mean_p = tl.load(part_ptr + O * SPLIT + part, mask=o_mask, other=0.0)",
         "        m2_p = tl.load(part_ptr + 2 * O * SPLIT + part, mask=o_mask, other=0.0)",
-        "        total = count + n_p",
-        "        frac = tl.where(total > 0, n_p / tl.maximum(total, 1.0), 0.0)  # empty chunks add nothing",
-        "        delta = mean_p - mean",
-        "        mean += delta * frac",
-        "        m2 += m2_p + delta * delta * count * frac",
-        "        count = total",
+        *(f"        {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
         f"    var = {var}",
         f"    tl.store(stat_ptr + o, {'mean' if centred else 'tl.zeros_like(mean)'}, mask=o_mask)",
         f"    tl.store(stat_ptr + O + o, 1.0 / tl.sqrt(var + {_eps(node)!r}), mask=o_mask)"]))

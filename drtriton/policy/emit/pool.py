@@ -24,7 +24,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, affine, autotune, input_launch, paren, pow2
+from . import Emitted, Names, Unsupported, affine, autotune, input_launch, paren, pow2, stored_values
 
 MAX_OPS = {"max_pool1d": 1, "max_pool2d": 2, "max_pool3d": 3}
 AVG_OPS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}
@@ -61,10 +61,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported(f"{op} of a rank-{len(xs)} input")
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
-    inside = {nd.name for nd in frag.nodes}
-    stores = [nd.outputs[0] for nd in frag.nodes if program.used_outside(nd.outputs[0], inside)]
-    if any(list(program.values[o].shape) != out_shape for o in stores):
-        raise Unsupported("stored values of different shapes")
+    stores = stored_values(program, frag, out_shape)
     if kind != "adaptive":
         k, s, p = (tuple(attrs[a]) for a in ("kernel_size", "stride", "padding"))
         d = tuple(attrs.get("dilation") or (1,) * n)

@@ -24,7 +24,7 @@ import math
 
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, input_launch, pow2
+from . import Emitted, Names, Unsupported, input_launch, pow2, stored_values
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm"}
 SOFTMAXES = {"softmax", "log_softmax"}
@@ -106,10 +106,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
-    inside = {n.name for n in frag.nodes}
-    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
-    if any(list(program.values[o].shape) != out_shape for o in stores):
-        raise Unsupported("stored values of different shapes")
+    stores = stored_values(program, frag, out_shape)
     # prologue: computes X from loaded operands, per element of X
     reserved = {"x_ptr", "w_ptr", "b_ptr", "part_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)

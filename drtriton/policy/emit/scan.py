@@ -15,7 +15,7 @@ from __future__ import annotations
 from ...capture import Node
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, stored_values
 from . import autotune, input_launch, pow2
 
 SCANS = {"cumsum", "cumprod"}
@@ -85,10 +85,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if any(_flip_axes(program, f) != [axis] for f in flips):
         raise Unsupported("a flip along another axis")
     out = node.outputs[0]
-    inside = {n.name for n in frag.nodes}
-    stores = [n.outputs[0] for n in frag.nodes if program.used_outside(n.outputs[0], inside)]
-    if any(list(program.values[o].shape) != xs for o in stores):
-        raise Unsupported("stored values of different shapes")
+    stores = stored_values(program, frag, xs)
     pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr"})
     epi = PointwiseBlock(program, frag.epilogue, xs, known={out}, reserved={"x_ptr"} | set(pro.params()))
     name = names.kernel(frag.label)
