@@ -19,7 +19,7 @@ pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
 from drtriton.capture import capture_module  # noqa: E402
-from drtriton.policy.builtin import EMITTERS, PYTORCH, BuiltinPolicy  # noqa: E402
+from drtriton.policy.builtin import EMITTERS, LIBRARY, PYTORCH, BuiltinPolicy  # noqa: E402
 from drtriton.policy.emit import Names, Unsupported  # noqa: E402
 from drtriton.policy.program import Fragment, Program  # noqa: E402
 from drtriton.problem import from_source  # noqa: E402
@@ -115,7 +115,8 @@ def test_pool_with_fused_epilogue(cpu_verifier):
                                   "F.avg_pool2d(x * y + 3.0, 3, 2, 1)",  # padding must stay 0, not 3
                                   "F.adaptive_avg_pool2d(x * y + 3.0, (2, 4))"])
 def test_pool_with_fused_prologue(cpu_verifier, expr):
-    """The planner gives pools no prologue; the emitter takes one (hand-made fragment here)."""
+    """With overlapping windows the planner gives pools no prologue (it would run once per
+    window); the emitter takes one all the same (hand-made fragment here)."""
     problem, graph, _ = capture(source(expr, "torch.randn(2, 3, 9, 9), torch.randn(3, 1, 1)", args="x, y"))
     program = Program(graph)
     frags = program.fragments()
@@ -125,6 +126,33 @@ def test_pool_with_fused_prologue(cpu_verifier, expr):
     cand = BuiltinPolicy("cpu").assemble(problem, program, [fused], lambda i, f: 0, "strict")
     assert cand.source.count("@triton.jit") == 1
     verdict = cpu_verifier.verify(problem, cand.source)
+    assert verdict.correct, verdict.summary
+
+
+@pytest.mark.parametrize("expr,label", [
+    ("F.max_pool2d(torch.relu(x * y), 2)", "mul, relu, max_pool2d"),
+    ("F.avg_pool2d(torch.tanh(x) - 0.5, 3)", "tanh, add_scalar, avg_pool2d"),  # windows tile 9 x 9
+    ("F.adaptive_avg_pool2d(F.gelu(x), 1)", "gelu, adaptive_avg_pool2d"),  # global
+])
+def test_pool_takes_its_prologue_when_windows_do_not_overlap(cpu_verifier, expr, label):
+    args = "x, y" if "y" in expr else "x"
+    inputs = "torch.randn(2, 3, 9, 9)" + (", torch.randn(3, 1, 1)" if "y" in expr else "")
+    cand = check(cpu_verifier, source(expr, inputs, args=args), [label])
+    assert cand.source.count("@triton.jit") == 1
+
+
+def test_library_conv_epilogue_becomes_the_pools_prologue(cpu_verifier):
+    """KernelBench L2/67's shape: conv, gelu, global average pool. With cuDNN running the conv,
+    gelu is computed as the pool reads the conv's output (one Triton kernel)."""
+    src = source("F.adaptive_avg_pool2d(F.gelu(self.conv(x)), 1)", "torch.randn(2, 3, 10, 10)",
+                 init="self.conv = nn.Conv2d(3, 4, 3)")
+    problem, graph, _ = capture(src)
+    program = Program(graph)
+    policy = BuiltinPolicy("cpu")
+    frags = policy.cuts(program)[0]
+    cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
+    assert cand.plan == ["conv2d: PyTorch", "gelu, adaptive_avg_pool2d: Triton"], cand.plan
+    verdict = cpu_verifier.verify(problem, cand.source, mode="mixed")
     assert verdict.correct, verdict.summary
 
 

@@ -17,8 +17,9 @@ from ..ops import VOCABULARY
 MAX_FRAGMENT_OPS = 5
 
 POINTWISE = {"elementwise_unary", "elementwise_binary"}
-# anchors that read their main input elementwise, so a pointwise chain before them can be their prologue
-TAKES_PROLOGUE = ("reduction", "softmax", "norm", "scan", "loss")
+# anchors that read their main input elementwise, so a pointwise chain before them can be their
+# prologue (pools: when their windows do not overlap, or the prologue would run once per window)
+TAKES_PROLOGUE = ("reduction", "softmax", "norm", "scan", "loss", "pool")
 # aten operators that only change the view of a tensor: PyTorch runs them (allowed in strict mode)
 VIEWS = {
     "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
@@ -181,8 +182,21 @@ class Program:
             return False
         if self.inputs_of(frag.anchor)[0] != pre.nodes[-1].outputs[0]:
             return False
+        if frag.kind == "pool" and not self._disjoint_windows(frag.anchor):
+            return False
         inside = {n.name for n in pre.nodes} | {frag.anchor.name}
         return not any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs)
+
+
+    def _disjoint_windows(self, pool: Node) -> bool:
+        """Whether each input element lies in at most one of the pool's windows."""
+        a = pool.attrs
+        if "output_size" in a:  # adaptive: windows tile the input when the sizes divide
+            xs = self.values[self.inputs_of(pool)[0]].shape
+            outs = a["output_size"]
+            return all(o and i % o == 0 for i, o in zip(xs[len(xs) - len(outs):], outs))
+        span = [(k - 1) * d + 1 for k, d in zip(a["kernel_size"], a.get("dilation") or [1] * len(a["kernel_size"]))]
+        return all(s >= w for s, w in zip(a["stride"], span))
 
 
 def _anchor_takes_epilogue(frag: Fragment) -> bool:
