@@ -80,3 +80,21 @@ def test_elementwise_layouts(cpu_verifier, expr, inputs, init, layout):
     else:
         assert ROWS not in cand.source
 
+
+
+def test_apply_rows_past_the_grid_are_refused():
+    """A layer norm over the whole of a huge tensor would need more apply blocks than the grid's
+    second axis holds: the emitter says so (the planner then falls back), it does not emit a
+    launch that fails."""
+    from drtriton.policy.emit import Names, Unsupported
+    from drtriton.policy.program import Program
+    from test_policy_pool_scan_loss import capture
+
+    _, graph, _ = capture(source("F.layer_norm(x, x.shape)", "torch.randn(2, 3)"))
+    program = Program(graph)
+    (frag,) = [f for f in program.fragments() if f.kind == "norm"]
+    program.values[program.inputs_of(frag.anchor)[0]].shape = [8, 1 << 26]  # as if captured so
+    program.values[frag.anchor.outputs[0]].shape = [8, 1 << 26]
+    frag.anchor.attrs["normalized_dims"] = 2
+    with pytest.raises(Unsupported, match="grid"):
+        norms.emit(program, frag, {}, Names(), device="cpu")

@@ -37,6 +37,8 @@ MIN_CHUNK = 8192
 MIN_APPLY_ROW = 512
 #: the stats and apply kernels' block
 BLOCK = 1024
+#: the grid's second axis: apply's blocks a row
+MAX_GRID_1 = 65535
 #: more elements than this: 64-bit offsets in apply
 WIDE = "2**30"
 
@@ -228,6 +230,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         k, wscalar, widx = 1, False, "c"
         row_stat = ("c = cols // spatial\n" + ("o = row * xsize1 + c" if op == "instance_norm" else
                     f"o = row * {groups} + c // (xsize1 // {groups})  # the (n, group) row of its statistics"))
+    if -(-math.prod(xs[k:]) // BLOCK) > MAX_GRID_1:
+        raise Unsupported(f"apply rows of {math.prod(xs[k:])} elements: more blocks than the grid holds")
     a_axes = [a for a in (Axes("row", 0, k - 1, scalar=True), Axes("cols", k, rank - 1)) if a.first <= a.last]
     a_body = ["row = tl.program_id(0)",
               "if WIDE:",
