@@ -193,8 +193,7 @@ class BuiltinPolicy:
                 if len(queue) > len(parts) and queue[len(parts)][2] is None:
                     j, then, _ = queue[len(parts)]
                     then_variant = choose(j, then)
-                    if (isinstance(then_variant, int) and not isinstance(then_variant, bool)
-                            and program.can_prologue(parts[-1], then)):
+                    if isinstance(then_variant, int) and program.can_prologue(parts[-1], then):
                         merged = Fragment(parts[-1].nodes + then.nodes, then.anchor, then.kind,
                                           prologue=parts[-1].nodes, epilogue=then.epilogue)
                         queue[len(parts) - 1:len(parts) + 1] = [(j, merged, then_variant)]

@@ -172,7 +172,6 @@ class Program:
         for n in pre.nodes:
             owner[n.name] = frag
 
-
     def can_prologue(self, pre: Fragment, frag: Fragment) -> bool:
         """Whether pointwise fragment `pre` can run as the prologue of anchor fragment `frag`:
         the anchor reads its main input elementwise, `pre` computes it, nothing else needs
@@ -180,13 +179,12 @@ class Program:
         if (frag.kind not in TAKES_PROLOGUE or frag.prologue or pre.kind != "pointwise"
                 or len(pre.nodes) + len(frag.nodes) > MAX_FRAGMENT_OPS):
             return False
-        if self.inputs_of(frag.anchor)[0] != pre.nodes[-1].outputs[0]:
+        if self.inputs_of(frag.anchor)[0] not in {o for n in pre.nodes for o in n.outputs}:
             return False
         if frag.kind == "pool" and not self._disjoint_windows(frag.anchor):
             return False
         inside = {n.name for n in pre.nodes} | {frag.anchor.name}
         return not any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs)
-
 
     def _disjoint_windows(self, pool: Node) -> bool:
         """Whether each input element lies in at most one of the pool's windows."""

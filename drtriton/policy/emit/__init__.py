@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..pointwise import Axes
+
 
 class Unsupported(Exception):
     """This emitter cannot generate this fragment; the message says why."""
@@ -69,6 +71,28 @@ def require_private_prologue(program, frag) -> None:
     inside = {n.name for n in frag.nodes}
     if any(program.used_outside(o, inside) for n in frag.prologue for o in n.outputs):
         raise Unsupported("a prologue value is needed elsewhere")
+
+
+#: the grid's second axis holds this many programs
+MAX_GRID_1 = 65535
+#: outputs of more elements than this use 64-bit offsets (a block past the end must not wrap a
+#: 32-bit offset; 64-bit division costs several times more)
+WIDE = "2**30"
+
+
+def row_blocks(k: int, rank: int) -> tuple[list[str], list[Axes]]:
+    """A program per (row of dims 0..k-1, block of BLOCK elements of the dims after them) over a
+    contiguous output: the kernel lines declaring `row`, `cols`, `mask`, `offs` (64-bit when the
+    kernel's WIDE is set), and the Axes saying where an element is (`row` a scalar). Launch with
+    a grid of (numel // inner, cdiv(inner, BLOCK)) and WIDE=numel > WIDE."""
+    lines = ["row = tl.program_id(0)",
+             "if WIDE:",
+             "    row = row.to(tl.int64)",
+             "cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+             "mask = cols < inner",
+             "offs = row * inner + cols"]
+    axes = [a for a in (Axes("row", 0, k - 1, scalar=True), Axes("cols", k, rank - 1)) if a.first <= a.last]
+    return lines, axes
 
 
 def chan_merge(n: str, mean: str, m2: str) -> list[str]:

@@ -20,18 +20,14 @@ from __future__ import annotations
 
 import math
 
-from ..pointwise import Axes, IndexSpace, PointwiseBlock
+from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, autotune, stored_values
+from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, autotune, row_blocks, stored_values
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
 #: the rows layout needs at least this many elements a row (fewer: most of a block is masked)
 MIN_ROW = 512
-#: and at most this many blocks a row (the grid's second axis holds 65535)
-MAX_ROW_BLOCKS = 65535
-#: more elements than this: 64-bit offsets (a block past the end must not wrap a 32-bit offset)
-WIDE = "2**30"
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -42,11 +38,11 @@ def row_split(block: PointwiseBlock) -> int | None:
     """The number of leading dimensions that make a row for the rows layout, or None for flat."""
     shape = block.shape
     varying = [d for v in block.operands if not block.full(v) for d in block.varying(v)]
-    if not varying and all(block.full(v) for v in block.operands):
-        return None  # nothing to index: flat is as good
-    k = max(varying, default=-1) + 1
+    if not varying:
+        return None  # no broadcast operand to index: flat is as good
+    k = max(varying) + 1
     inner = math.prod(shape[k:])
-    if k == 0 or k >= len(shape) or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_ROW_BLOCKS:
+    if k >= len(shape) or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_GRID_1:
         return None
     return k
 
@@ -73,17 +69,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         key = "n"
     else:
         params = block.params() + [f"{o}_out" for o in outs] + ["inner"] + sizes
-        space = IndexSpace(rank, "offs", "mask", sizes, axes=[Axes("row", 0, k - 1, scalar=True),
-                                                              Axes("cols", k, rank - 1)])
+        row_lines, axes = row_blocks(k, rank)
+        space = IndexSpace(rank, "offs", "mask", sizes, axes)
         head = [f"    # {frag.label}, fused: one pass over {what} elements, as rows of dims 0..{k - 1}",
                 f"    # (broadcast operands change only along those) by the {math.prod(shape[k:])} elements "
                 "of the dims after them",
-                "    row = tl.program_id(0)",
-                "    if WIDE:",
-                "        row = row.to(tl.int64)",
-                "    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
-                "    mask = cols < inner",
-                "    offs = row * inner + cols"]
+                *(f"    {line}" for line in row_lines)]
         key = "inner"
     body = block.emit(space, {})
     kernel = autotune(BLOCKS, [key], device) + [

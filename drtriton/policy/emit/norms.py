@@ -22,7 +22,8 @@ import math
 
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, chan_merge, input_launch, require_private_prologue, stored_values
+from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, chan_merge, input_launch, row_blocks
+from . import require_private_prologue, stored_values
 
 NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
 #: rows up to this many elements are held in registers whole
@@ -37,10 +38,6 @@ MIN_CHUNK = 8192
 MIN_APPLY_ROW = 512
 #: the stats and apply kernels' block
 BLOCK = 1024
-#: the grid's second axis: apply's blocks a row
-MAX_GRID_1 = 65535
-#: more elements than this: 64-bit offsets in apply
-WIDE = "2**30"
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -232,13 +229,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                     f"o = row * {groups} + c // (xsize1 // {groups})  # the (n, group) row of its statistics"))
     if -(-math.prod(xs[k:]) // BLOCK) > MAX_GRID_1:
         raise Unsupported(f"apply rows of {math.prod(xs[k:])} elements: more blocks than the grid holds")
-    a_axes = [a for a in (Axes("row", 0, k - 1, scalar=True), Axes("cols", k, rank - 1)) if a.first <= a.last]
-    a_body = ["row = tl.program_id(0)",
-              "if WIDE:",
-              "    row = row.to(tl.int64)",
-              "cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
-              "mask = cols < inner",
-              "offs = row * inner + cols",
+    row_lines, a_axes = row_blocks(k, rank)
+    a_body = [*row_lines,
               *row_stat.split("\n"),
               *load_x("offs", "mask", a_axes)]
     stat_mask = "" if k == 2 or op in ("layer_norm", "rms_norm") else ", mask=mask, other=0.0"

@@ -108,7 +108,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     out_shape = list(program.values[out].shape)
     stores = stored_values(program, frag, out_shape)
     # prologue: computes X from loaded operands, per element of X
-    reserved = {"x_ptr", "w_ptr", "b_ptr", "part_ptr"}
+    reserved = {"x_ptr", "part_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
     epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out}, reserved=reserved | set(pro.params()))
     name = names.kernel(frag.label)
