@@ -64,3 +64,68 @@ def test_chunked_comparison_matches(monkeypatch):
     assert whole.mismatched == chunked.mismatched
     assert abs(whole.rel_error_norm - chunked.rel_error_norm) < 1e-12
     assert whole.max_abs_error == chunked.max_abs_error
+
+
+# The float64 arbiter of near misses (compare_with_exact).
+
+def _centered_means(x):
+    return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)
+
+
+def test_an_output_below_fp32_resolution_is_judged_against_float64():
+    """The mean of a centred row is 0 in exact arithmetic; the fp32 reference is rounding noise,
+    so a more accurate output fails the relative-error norm against it, and passes the arbiter."""
+    from drtriton.verify.compare import compare_with_exact, is_near_miss
+
+    x = torch.randn(8, 4096, generator=torch.Generator().manual_seed(0))
+    ref, exact = _centered_means(x), _centered_means(x.double())
+    out = exact.float()
+    direct = compare(out, ref, FP32)
+    assert not direct.passed and direct.mismatched == 0 and is_near_miss(direct, ref)
+    judged = compare_with_exact(out, ref, exact, FP32)
+    assert judged.passed and "float64" in judged.note
+    # zeros are as good here: the exact answer is 0
+    assert compare_with_exact(torch.zeros_like(ref), ref, exact, FP32).passed
+
+
+def test_the_arbiter_allows_a_few_times_the_references_own_error_and_no_more():
+    from drtriton.verify.compare import EXACT_SLACK, compare_with_exact
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 4096, generator=g)
+    ref, exact = _centered_means(x), _centered_means(x.double())
+    own = ref.double() - exact  # what fp32 itself gets wrong: all of ref here
+    assert compare_with_exact((exact + 2 * own).float(), ref, exact, FP32).passed
+    assert not compare_with_exact((exact + 3 * EXACT_SLACK * own).float(), ref, exact, FP32).passed
+    # a sum of 8192 products (KernelBench L2/14): twice fp32's error passes, bf16 rounding fails
+    a, b = torch.randn(64, 8192, generator=g), torch.randn(8192, 32, generator=g)
+    ref, exact = (a @ b).sum(dim=1), (a.double() @ b.double()).sum(dim=1)
+    assert compare_with_exact((exact + 2 * (ref.double() - exact)).float(), ref, exact, FP32).passed
+    assert not compare_with_exact(exact.bfloat16().float(), ref, exact, FP32).passed
+
+
+def test_the_arbiter_does_not_rescue_near_constant_outputs():
+    """Zeros for softmax rows of 32768 pass allclose; against float64 they are still all error."""
+    from drtriton.verify.compare import compare_with_exact, is_near_miss
+
+    x = torch.rand(4, 32768, generator=torch.Generator().manual_seed(2))
+    ref, exact = x.softmax(dim=1), x.double().softmax(dim=1)
+    zeros = torch.zeros_like(ref)
+    assert is_near_miss(compare(zeros, ref, FP32), ref)
+    judged = compare_with_exact(zeros, ref, exact, FP32)
+    assert not judged.passed and "beyond" in judged.note
+
+
+def test_the_arbiter_declines_references_that_disagree_on_infinities_and_far_misses():
+    from drtriton.verify.compare import compare_with_exact, is_near_miss
+
+    ref = torch.tensor([1.0, float("inf")])
+    exact = torch.tensor([1.0, 3.5e38], dtype=torch.float64)  # overflowed in fp32 only
+    assert compare_with_exact(ref.clone(), ref, exact, FP32) is None
+    far = torch.randn(1000)
+    assert not is_near_miss(compare(far + 1, far, FP32), far)  # every element wrong: no arbiter
+    one_off = far.clone()
+    one_off[0] += 1
+    assert is_near_miss(compare(one_off, far, FP32), far)
+    half = far.half()  # fp16 references are not arbitrated: their tolerance is already wide
+    assert not is_near_miss(compare(one_off.half(), half, Tolerance.for_dtype("torch.float16")), half)

@@ -2,10 +2,11 @@
 the right reason, and faults give failed verdicts without spoiling the next one."""
 
 import pytest
+import torch
 
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
-from verifier_cases import BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
+from verifier_cases import CENTERED_MEAN, CENTERED_MEAN_F64, BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
 
 
 def problem(source, name="p"):
@@ -218,3 +219,28 @@ def plain(x_ptr):
     assert forget_autotuning(module) == 2
     assert module.tuned.cache == {} and module.nested.fn.cache == {}
     assert forget_autotuning(None) == 0
+
+
+def test_a_near_miss_against_an_fp32_reference_below_its_resolution_goes_to_float64(cpu_verifier):
+    """The exact answer is 0 and the fp32 reference is noise: the candidate (float64 sums) is
+    judged against the reference run in float64, and the trials say so."""
+    v = cpu_verifier.verify(problem(CENTERED_MEAN, "centered mean"), CENTERED_MEAN_F64)
+    assert v.correct, v.reasons
+    assert any("float64" in t.note for t in v.trials), [t.note for t in v.trials]
+
+
+def test_the_float64_arbiter_declines_a_reference_that_draws_random_numbers(tmp_path):
+    from drtriton.problem import from_source
+    from drtriton.verify.worker.harness import ReferenceHarness
+
+    noisy = CENTERED_MEAN.replace("return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)",
+                                  "return x.mean(dim=1) + 0 * torch.rand(())")
+    harness = ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    for key, source in (("steady", CENTERED_MEAN), ("noisy", noisy)):
+        reply = harness.op_prepare({"key": key, "problem": from_source(source, name=key).to_dict(),
+                                    "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+        assert reply["ok"], reply
+    exact = harness._exact_outputs("steady", 3, 1)
+    assert exact is not None and exact[0].dtype == torch.float64
+    assert harness._exact_outputs("noisy", 3, 1) is None
+    assert harness._exact_outputs("steady", 3, 2) is None  # not the outputs the trial had

@@ -459,3 +459,37 @@ class ModelNew(nn.Module):
         return out
     """, extra=WILD_STORE_KERNEL), "failed", ""),
 }
+
+
+# The mean of a centred row: 0 in exact arithmetic, so the fp32 reference is rounding noise and
+# only the float64 arbiter can judge an output (the candidate accumulates in float64).
+CENTERED_MEAN = src("""
+class Model(nn.Module):
+    def forward(self, x):
+        return (x - x.mean(dim=1, keepdim=True)).mean(dim=1)
+
+def get_inputs():
+    return [torch.randn(8, 4096)]
+
+def get_init_inputs():
+    return []
+""")
+
+CENTERED_MEAN_F64 = src("""
+@triton.jit
+def centered_mean_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * cols + offs, mask=offs < cols, other=0.0).to(tl.float64)
+    mean = tl.sum(x, axis=0) / cols
+    centered = tl.where(offs < cols, x - mean, 0.0)
+    tl.store(out_ptr + row, (tl.sum(centered, axis=0) / cols).to(tl.float32))
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        rows, cols = x.shape
+        out = torch.empty(rows, device=x.device, dtype=x.dtype)
+        centered_mean_kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+        return out
+""")
