@@ -29,6 +29,7 @@ from .capture import CaptureError
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
 from .policy.emit import Unsupported
+from .policy.fold import fold_linear_reductions
 from .policy.fragments import fragment_task
 from .policy.models import ModelError, ModelPolicy
 from .policy.program import MAX_FRAGMENT_OPS, VIEWS, Program
@@ -154,7 +155,12 @@ class Search:
         small = sum(n.target not in VIEWS for n in program.nodes) <= MAX_FRAGMENT_OPS
         self._models_per_fragment = not small  # a small program is one fragment: shown whole
         if self.config.builtin:  # model policies join in per fragment (large programs)
-            yield from self._cuts(program)
+            folded, folds = fold_linear_reductions(graph)
+            if folds:  # the rewritten program first; the program as captured if it fails
+                yield Event("status", {"message": "rewrote: " + "; ".join(folds)})
+                yield from self._cuts(Program(folded))
+            if not folds or self.best is None:
+                yield from self._cuts(program)
         if self.models and small and not self._settled():
             yield from self._whole(program)
         if self.models and not self.config.builtin and not small and not self._settled():

@@ -23,7 +23,8 @@ CHUNK = 1 << 25
 # The arbiter lets a candidate be this many times as far from the float64 result as the fp32
 # reference is (in the error norm, and per element on top of the usual tolerance).
 EXACT_SLACK = 4.0
-NEAR_MISS_FRACTION = 0.01  # at most this share of elements outside the tolerance
+NEAR_MISS_FRACTION = 0.1  # at most this share of elements outside the tolerance (a cost filter:
+# the arbiter is sound for any share; wrong kernels are usually wrong nearly everywhere)
 
 
 @dataclass
@@ -101,7 +102,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
 
 def is_near_miss(c: Comparison, ref: torch.Tensor) -> bool:
     """Failed, but in a way an fp32 reference's own rounding could explain: same shape and
-    dtype, no NaN for numbers, at most 1% of elements outside the tolerance."""
+    dtype, no NaN for numbers, at most 10% of elements outside the tolerance."""
     return (not c.passed and ref.dtype == torch.float32 and c.max_abs_error is not None
             and math.isfinite(c.max_abs_error) and c.mismatched <= NEAR_MISS_FRACTION * c.total)
 

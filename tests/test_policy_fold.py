@@ -1,0 +1,127 @@
+"""Sums over a linear operator's output folded into its operands (drtriton/policy/fold.py): the
+rewritten graph has no GEMM or convolution left, and the converted module verifies (CPU,
+interpreter, small shapes of KernelBench L2/14, L2/18 and L2/42)."""
+
+from __future__ import annotations
+
+import torch
+
+from drtriton.capture import capture_module
+from drtriton.policy.fold import fold_linear_reductions
+from drtriton.problem import from_source
+from drtriton.search import Search, SearchConfig
+
+HEAD = "import torch\nimport torch.nn as nn\n\n"
+
+GEMM_DIVIDE_SUM = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(48, 40))
+
+    def forward(self, x):
+        x = torch.matmul(x, self.weight.T)
+        x = x / 2
+        x = torch.sum(x, dim=1, keepdim=True)
+        return x * 1.5
+
+
+def get_inputs():
+    return [torch.randn(16, 40)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+LINEAR_SUM_MAX = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(40, 48)
+
+    def forward(self, x):
+        x = self.linear(x)
+        x = torch.sum(x, dim=1, keepdim=True)
+        x = torch.max(x, dim=1, keepdim=True)[0]
+        return torch.logsumexp(x, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(16, 40)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CONV_TRANSPOSE_MEAN = HEAD + '''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv_transpose = nn.ConvTranspose2d(4, 6, 3, stride=2)
+        self.bias = nn.Parameter(torch.randn(6, 1, 1))
+
+    def forward(self, x):
+        x = self.conv_transpose(x)
+        x = torch.mean(x, dim=(2, 3), keepdim=True)
+        x = x + self.bias
+        return torch.logsumexp(x, dim=1, keepdim=True) * 10.0
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 9, 7)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# padding crops the border of a transposed convolution: not every product is in the output
+CONV_TRANSPOSE_PADDED_MEAN = CONV_TRANSPOSE_MEAN.replace("stride=2)", "stride=2, padding=1)")
+
+
+def _graph(source: str):
+    ns: dict = {}
+    exec(source, ns)
+    torch.manual_seed(0)
+    return capture_module(ns["Model"](), list(ns["get_inputs"]()))
+
+
+def _ops(graph) -> list:
+    return [n.op or n.target for n in graph.nodes]
+
+
+def test_a_gemm_summed_over_its_features_becomes_a_matrix_vector_product():
+    graph = _graph(GEMM_DIVIDE_SUM)
+    folded, notes = fold_linear_reductions(graph)
+    assert notes == ["the sum over matmul's output folded into its operands"]
+    assert "matmul" not in _ops(folded) and "matmul" in _ops(graph)
+    # the division moved after the (now much smaller) sum; the outputs keep their names
+    assert _ops(folded)[-3:] == ["sum", "div_scalar", "mul_scalar"]
+    assert folded.outputs == graph.outputs
+    assert folded.values[folded.outputs[0]].shape == [16, 1]
+
+
+def test_folds_need_every_product_in_the_output_and_a_single_use():
+    graph = _graph(CONV_TRANSPOSE_PADDED_MEAN)
+    assert fold_linear_reductions(graph) == (graph, [])
+    reused = LINEAR_SUM_MAX.replace("x = torch.sum(x, dim=1, keepdim=True)",
+                                    "x = torch.sum(x, dim=1, keepdim=True) + x")
+    graph = _graph(reused)
+    assert fold_linear_reductions(graph) == (graph, [])
+
+
+def _convert(verifier, source: str, mode: str):
+    search = Search(from_source(source, name="fold"), verifier, SearchConfig(mode=mode, budget_s=240))
+    events = list(search.run())
+    return search.result, events
+
+
+def test_folded_programs_convert_and_verify(cpu_verifier):
+    for source, gone in ((GEMM_DIVIDE_SUM, "matmul"), (LINEAR_SUM_MAX, "linear"),
+                         (CONV_TRANSPOSE_MEAN, "conv_transpose2d")):
+        result, events = _convert(cpu_verifier, source, "strict")
+        assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
+        assert any("rewrote: the" in e.data.get("message", "") for e in events if e.kind == "status")
+        assert gone not in result.plan, result.plan
