@@ -155,10 +155,15 @@ class Search:
         small = sum(n.target not in VIEWS for n in program.nodes) <= MAX_FRAGMENT_OPS
         self._models_per_fragment = not small  # a small program is one fragment: shown whole
         if self.config.builtin:  # model policies join in per fragment (large programs)
-            folded, folds = fold_linear_reductions(graph)
-            if folds:  # the rewritten program first; the program as captured if it fails
+            try:
+                folded, folds = fold_linear_reductions(graph)
+                rewritten = Program(folded) if folds else None
+            except Exception as e:  # a rewrite that cannot apply must not cost the conversion
+                folds, rewritten = [], None
+                yield Event("status", {"message": f"no algebraic rewrite ({type(e).__name__}: {e})"})
+            if rewritten is not None:  # the rewritten program first; as captured if it fails
                 yield Event("status", {"message": "rewrote: " + "; ".join(folds)})
-                yield from self._cuts(Program(folded))
+                yield from self._cuts(rewritten)
             if not folds or self.best is None:
                 yield from self._cuts(program)
         if self.models and small and not self._settled():

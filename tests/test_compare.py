@@ -129,3 +129,28 @@ def test_the_arbiter_declines_references_that_disagree_on_infinities_and_far_mis
     assert is_near_miss(compare(one_off, far, FP32), far)
     half = far.half()  # fp16 references are not arbitrated: their tolerance is already wide
     assert not is_near_miss(compare(one_off.half(), half, Tolerance.for_dtype("torch.float16")), half)
+
+
+def test_one_ill_conditioned_element_loosens_no_other():
+    """A large feature (or a threshold that flips between fp32 and float64) makes the fp32
+    reference's worst error large; elements elsewhere are still held to their own."""
+    from drtriton.verify.compare import compare_with_exact, is_near_miss
+
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.randn(32, 64, generator=g), torch.randn(256, 64, generator=g)
+    w[0] *= 1e4  # one feature 1e4 times larger: its fp32 rounding is ~1e-3
+    ref, exact = x @ w.T, x.double() @ w.double().T
+    worst = float((ref.double() - exact).abs().max())
+    assert worst > 1e-3
+    wrong = exact.clone()
+    wrong[:, 1:9] += 2 * worst  # 8 of 256 features off by twice the big feature's rounding
+    wrong = wrong.float()
+    assert is_near_miss(compare(wrong, ref, FP32), ref)
+    assert not compare_with_exact(wrong, ref, exact, FP32).passed
+    assert compare_with_exact(exact.float(), ref, exact, FP32).passed
+
+    flip = torch.zeros(256, dtype=torch.float64)
+    flip[0] = 0.5  # hardshrink at its threshold: 0 in fp32, 0.5 in float64
+    wrong = flip.clone()
+    wrong[1] = 1.9
+    assert not compare_with_exact(wrong.float(), torch.zeros(256), flip, FP32).passed

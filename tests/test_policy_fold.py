@@ -125,3 +125,46 @@ def test_folded_programs_convert_and_verify(cpu_verifier):
         assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
         assert any("rewrote: the" in e.data.get("message", "") for e in events if e.kind == "status")
         assert gone not in result.plan, result.plan
+
+
+def _model(forward: str, init: str = "self.linear = nn.Linear(40, 48)", inputs: str = "torch.randn(16, 40)") -> str:
+    return HEAD + f'''
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+
+    def forward(self, x):
+        {forward}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_fold_guards_and_placement():
+    # einsum maps to matmul in the vocabulary, but its first argument is the equation: no fold
+    einsum = _model("return torch.einsum('ik,jk->ij', x, self.w).sum(dim=-1)",
+                    init="self.w = nn.Parameter(torch.randn(48, 40))")
+    graph = _graph(einsum)
+    assert fold_linear_reductions(graph) == (graph, [])
+    # a reduction nothing reads does not stop the fold of the one that matters
+    dead = _model("unused = x.mean(dim=-1)\n        return self.linear(x).sum(dim=-1)")
+    folded, notes = fold_linear_reductions(_graph(dead))
+    assert len(notes) == 1 and "linear" not in _ops(folded)
+    # an unbatched transposed convolution's dim 0 is a channel, not the batch
+    unbatched = _model("return self.ct(x).sum(dim=-1)", init="self.ct = nn.ConvTranspose1d(4, 6, 3)",
+                       inputs="torch.randn(4, 9)")
+    graph = _graph(unbatched)
+    assert fold_linear_reductions(graph) == (graph, [])
+    # the folded nodes stand where the linear operator stood: before what came between it and
+    # the reduction (which may change its operands in place)
+    between = _model("y = self.linear(x)\n        u = torch.relu(x)\n        return y.sum(dim=-1) + u.sum(dim=-1)")
+    folded, notes = fold_linear_reductions(_graph(between))
+    names = [n.name for n in folded.nodes]
+    assert notes and names.index("relu") > max(i for i, n in enumerate(names) if "_fold" in n)

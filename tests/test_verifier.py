@@ -240,7 +240,37 @@ def test_the_float64_arbiter_declines_a_reference_that_draws_random_numbers(tmp_
         reply = harness.op_prepare({"key": key, "problem": from_source(source, name=key).to_dict(),
                                     "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
         assert reply["ok"], reply
-    exact = harness._exact_outputs("steady", 3, 1)
-    assert exact is not None and exact[0].dtype == torch.float64
-    assert harness._exact_outputs("noisy", 3, 1) is None
-    assert harness._exact_outputs("steady", 3, 2) is None  # not the outputs the trial had
+    exact, why = harness._exact_outputs("steady", 3, 1)
+    assert exact is not None and exact[0].dtype == torch.float64 and why == ""
+    assert harness._exact_outputs("noisy", 3, 1) == (None, "the reference draws random numbers")
+    py_random = noisy.replace("0 * torch.rand(())", "0 * __import__('random').random()")
+    harness.op_prepare({"key": "py", "problem": from_source(py_random, name="py").to_dict(),
+                        "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+    assert harness._exact_outputs("py", 3, 1)[0] is None
+    assert harness._exact_outputs("steady", 3, 2)[0] is None  # not the outputs the trial had
+
+
+def test_an_arbiter_out_of_memory_keeps_the_fp32_result_with_a_note(tmp_path, monkeypatch):
+    """Running out of memory in the float64 run is no verdict on the candidate and no crash of
+    the comparison: the fp32 result stands and says why it was not arbitrated."""
+    from drtriton.problem import from_source
+    from drtriton.verify.compare import compare
+    from drtriton.verify.verdict import Tolerance
+    from drtriton.verify.worker import harness as h
+
+    harness = h.ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    harness.op_prepare({"key": "k", "problem": from_source(CENTERED_MEAN, name="k").to_dict(),
+                        "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+
+    def oom(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(h, "compare_with_exact", oom)
+    ref = torch.randn(8)
+    out = ref.clone()
+    out[0] += 1e-2
+    tol = Tolerance.for_dtype("torch.float32")
+    first = compare(out, ref, tol)
+    assert not first.passed
+    results = harness._arbitrate("k", 3, [out], [ref], [tol], [first], [0])
+    assert not results[0].passed and "no float64 arbiter (out of memory)" in results[0].note

@@ -21,6 +21,7 @@ import math
 
 from ..capture import Graph, Node, Value, value_refs
 from ..ops.aten import match
+from .program import VIEWS
 
 SCALES = ("mul_scalar", "div_scalar")  # commute with a sum
 
@@ -33,7 +34,8 @@ def fold_linear_reductions(graph: Graph) -> tuple[Graph, list[str]]:
         if red.op not in ("sum", "mean"):
             continue
         g = folded or copy.deepcopy(graph)
-        lin = _fold(g, next(n for n in g.nodes if n.name == red.name))
+        same = next((n for n in g.nodes if n.name == red.name), None)  # gone if it was dead
+        lin = _fold(g, same) if same is not None else None
         if lin is not None:
             folded = g
             _drop_unused(g)
@@ -42,11 +44,12 @@ def fold_linear_reductions(graph: Graph) -> tuple[Graph, list[str]]:
 
 
 def _drop_unused(g: Graph) -> None:
-    """Remove nodes nothing reads any more (the view of a weight a fold no longer multiplies)."""
+    """Remove views nothing reads any more (the transpose of a weight a fold no longer
+    multiplies). Views only: they compute nothing, and no in-place operator is among them."""
     while True:
         used = set(g.outputs) | {v for n in g.nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
-        dead = [n for n in g.nodes if not n.mutates and not any(o in used for o in n.outputs)
-                and not n.target.endswith(("_.Tensor", "_.default", "_.Scalar"))]
+        dead = [n for n in g.nodes if n.target in VIEWS and n.op is None and not n.mutates
+                and not any(o in used for o in n.outputs)]
         if not dead:
             return
         for n in dead:
@@ -122,8 +125,10 @@ def _fold(g: Graph, red: Node) -> Node | None:
         _rename_output(g, b.nodes[-1], red.outputs[0])
     spliced = b.nodes + chain
     del g.values[lin.outputs[0]]
+    # where the linear operator stood: the new nodes read its operands as it did (before
+    # anything later changes them in place), and the chain reads only what they compute
+    at = g.nodes.index(lin)
     rest = [n for n in g.nodes if n.name not in {lin.name, red.name} and n not in chain]
-    at = g.nodes.index(red) - 1 - len(chain)  # where the linear operator stood
     g.nodes[:] = rest[:at] + spliced + rest[at:]
     return lin
 
@@ -141,6 +146,8 @@ def _scaled(b: _Builder, z: str, count: int, mean: bool) -> str:
 
 def _linear(b: _Builder, lin: Node, dims, keepdim, mean, out_shape) -> str | None:
     """sum_j (x W^T + b)_j = sum_k x_k (sum_j W_jk) + sum_j b_j, over the last dim only."""
+    if lin.target != "aten.linear.default":
+        return None
     x, w = lin.args[0]["value"], lin.args[1]["value"]
     bias = lin.args[2] if len(lin.args) > 2 and isinstance(lin.args[2], dict) else None
     rank = len(b.shape(x))
@@ -157,6 +164,8 @@ def _linear(b: _Builder, lin: Node, dims, keepdim, mean, out_shape) -> str | Non
 
 def _matmul(b: _Builder, mm: Node, dims, keepdim, mean, out_shape) -> str | None:
     """sum_j (x B)_j = sum_k x_k (sum_j B_kj), for a 2-D B, over the last dim only."""
+    if mm.target not in ("aten.matmul.default", "aten.mm.default"):  # not einsum's equation
+        return None
     x, m = mm.args[0]["value"], mm.args[1]["value"]
     rank = len(b.shape(x))
     if dims != (rank - 1,) or len(b.shape(m)) != 2 or rank < 2:
@@ -186,8 +195,8 @@ def _conv_transpose(b: _Builder, conv: Node, dims, keepdim, mean, out_shape) -> 
     bias = conv.args[2] if len(conv.args) > 2 and isinstance(conv.args[2], dict) else None
     rank = len(b.shape(x))
     spatial = tuple(range(2, rank))
-    if dims != spatial or a["groups"] != 1 or any(a["padding"]):
-        return None
+    if rank != len(b.shape(w)) or dims != spatial or a["groups"] != 1 or any(a["padding"]):
+        return None  # (an unbatched input has no batch dim: rank one less than the weight's)
     positions = math.prod(b.graph.values[conv.outputs[0]].shape[2:])
     n, co = b.shape(x)[0], b.shape(w)[1]
     z = b.add("aten.matmul.default", [{"value": b.sum(x, list(spatial), False)},

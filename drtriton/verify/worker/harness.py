@@ -11,6 +11,8 @@ Requests and replies are small JSON-friendly dicts; tensors travel through `tran
 from __future__ import annotations
 
 import contextlib
+import random
+import sys
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -193,12 +195,7 @@ class ReferenceHarness:
             results = [compare(out, ref, tol) for out, ref, tol in zip(outs, refs, tols)]
             failed = [i for i, c in enumerate(results) if not c.passed]
             if failed and all(is_near_miss(results[i], refs[i]) for i in failed):
-                exact = self._exact_outputs(req["key"], req["seed"], len(refs))
-                for i in failed if exact is not None else ():
-                    judged = compare_with_exact(outs[i], refs[i], exact[i], tols[i])
-                    if judged is not None:
-                        results[i] = judged if judged.passed else replace(
-                            results[i], note=f"{results[i].note}; {judged.note}")
+                results = self._arbitrate(req["key"], req["seed"], outs, refs, tols, results, failed)
             del outs  # releases the CUDA IPC mappings
         finally:
             transfer.remove(specs)
@@ -214,10 +211,29 @@ class ReferenceHarness:
             "note": "; ".join(c.note for c in results if c.note),
         }
 
-    def _exact_outputs(self, key: str, seed: int, count: int) -> list[torch.Tensor] | None:
+    def _arbitrate(self, key, seed, outs, refs, tols, results, failed) -> list:
+        """Near misses judged against the reference run in float64 (compare_with_exact). The
+        fp32 results stand, with a note saying why, when there is no faithful float64 run."""
+        try:
+            exact, why = self._exact_outputs(key, seed, len(refs))
+            judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
+        except torch.OutOfMemoryError:
+            exact, why, judged = None, "out of memory", {}
+        results = list(results)
+        for i in failed:
+            j = judged.get(i)
+            if j is not None and j.passed:
+                results[i] = j
+            else:
+                more = j.note if j is not None else f"no float64 arbiter ({why or 'the references disagree on infinities'})"
+                results[i] = replace(results[i], note=f"{results[i].note}; {more}")
+        return results
+
+    def _exact_outputs(self, key: str, seed: int, count: int) -> tuple[list[torch.Tensor] | None, str]:
         """The reference again, built afresh and run in float64 on the trial's inputs (the arbiter
-        of near misses). None when that is no faithful exact run: it raises, runs out of memory,
-        returns something else, or draws random numbers (its outputs would be other numbers)."""
+        of near misses), or None and why it is no faithful exact run: it raises, runs out of
+        memory, returns something else, or draws random numbers (its outputs would be other
+        numbers)."""
         runtime = self.problems[key]
         model = inputs = None
         try:
@@ -232,13 +248,17 @@ class ReferenceHarness:
                 flat = transfer.flatten_outputs(model(*inputs))
             _sync(runtime.device)
             after = _rng_states(runtime.device)
-        except Exception:  # includes running out of memory: no arbiter, the fp32 verdict stands
-            return None
+        except torch.OutOfMemoryError:
+            return None, "out of memory"
+        except Exception as e:
+            return None, f"the reference fails in float64: {describe_error(e)[:200]}"
         finally:
             del model, inputs
-        if flat is None or len(flat) != count or any(not torch.equal(a, b) for a, b in zip(before, after)):
-            return None
-        return [t.detach() for t in flat]
+        if flat is None or len(flat) != count:
+            return None, "the reference returns other outputs in float64"
+        if any(not _same_state(a, b) for a, b in zip(before, after)):
+            return None, "the reference draws random numbers"
+        return [t.detach() for t in flat], ""
 
     def op_release(self, req: dict) -> dict:
         """Forget the reference outputs of a trial that will not be compared."""
@@ -513,11 +533,24 @@ class CandidateHarness:
         }
 
 
-def _rng_states(device: str) -> list[torch.Tensor]:
-    states = [torch.get_rng_state()]
+def _rng_states(device: str) -> list:
+    """Every generator a forward is likely to draw from: torch's (CPU, the device), Python's,
+    NumPy's when loaded."""
+    states = [torch.get_rng_state(), random.getstate()]
     if device.startswith("cuda"):
         states.append(torch.cuda.get_rng_state(device))
+    np = sys.modules.get("numpy")
+    if np is not None:
+        states.append(np.random.get_state()[1])
     return states
+
+
+def _same_state(a, b) -> bool:
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    if hasattr(a, "shape"):  # a NumPy array
+        return bool((a == b).all())
+    return a == b
 
 
 def forget_autotuning(module) -> int:
