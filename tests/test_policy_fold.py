@@ -13,47 +13,36 @@ from drtriton.search import Search, SearchConfig
 
 HEAD = "import torch\nimport torch.nn as nn\n\n"
 
-GEMM_DIVIDE_SUM = HEAD + '''
+
+def _model(forward: str, init: str = "self.linear = nn.Linear(40, 48)", inputs: str = "torch.randn(16, 40)") -> str:
+    return HEAD + f'''
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(48, 40))
+        {init}
 
     def forward(self, x):
-        x = torch.matmul(x, self.weight.T)
+        {forward}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+GEMM_DIVIDE_SUM = _model("""x = torch.matmul(x, self.weight.T)
         x = x / 2
         x = torch.sum(x, dim=1, keepdim=True)
-        return x * 1.5
+        return x * 1.5""", init="self.weight = nn.Parameter(torch.randn(48, 40))")
 
-
-def get_inputs():
-    return [torch.randn(16, 40)]
-
-
-def get_init_inputs():
-    return []
-'''
-
-LINEAR_SUM_MAX = HEAD + '''
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(40, 48)
-
-    def forward(self, x):
-        x = self.linear(x)
+LINEAR_SUM_MAX = _model("""x = self.linear(x)
         x = torch.sum(x, dim=1, keepdim=True)
         x = torch.max(x, dim=1, keepdim=True)[0]
-        return torch.logsumexp(x, dim=1, keepdim=True)
-
-
-def get_inputs():
-    return [torch.randn(16, 40)]
-
-
-def get_init_inputs():
-    return []
-'''
+        return torch.logsumexp(x, dim=1, keepdim=True)""")
 
 CONV_TRANSPOSE_MEAN = HEAD + '''
 class Model(nn.Module):
@@ -125,26 +114,6 @@ def test_folded_programs_convert_and_verify(cpu_verifier):
         assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
         assert any("rewrote: the" in e.data.get("message", "") for e in events if e.kind == "status")
         assert gone not in result.plan, result.plan
-
-
-def _model(forward: str, init: str = "self.linear = nn.Linear(40, 48)", inputs: str = "torch.randn(16, 40)") -> str:
-    return HEAD + f'''
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        {init}
-
-    def forward(self, x):
-        {forward}
-
-
-def get_inputs():
-    return [{inputs}]
-
-
-def get_init_inputs():
-    return []
-'''
 
 
 def test_fold_guards_and_placement():
