@@ -157,7 +157,7 @@ class Search:
         if self.config.builtin:  # model policies join in per fragment (large programs)
             try:
                 folded, folds = fold_linear_reductions(graph)
-                rewritten = Program(folded) if folds else None
+                rewritten = Program(folded, rewrites=folds) if folds else None
             except Exception as e:  # a rewrite that cannot apply must not cost the conversion
                 folds, rewritten = [], None
                 yield Event("status", {"message": f"no algebraic rewrite ({type(e).__name__}: {e})"})

@@ -114,6 +114,7 @@ def test_folded_programs_convert_and_verify(cpu_verifier):
         assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])
         assert any("rewrote: the" in e.data.get("message", "") for e in events if e.kind == "status")
         assert gone not in result.plan, result.plan
+        assert "Rewritten first: the" in result.source  # the module says why its plan has no GEMM
 
 
 def test_fold_guards_and_placement():

@@ -228,6 +228,8 @@ class BuiltinPolicy:
             raise Unsupported("no fragment runs in Triton")
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
+        if program.rewrites:
+            description += ". Rewritten first: " + "; ".join(program.rewrites)
         source = assemble(problem, kernels, lines, outputs, description)
         return Candidate(source, "+".join(sorted(policies)) or self.name, plan, pytorch_compute, notes)
 

@@ -56,8 +56,9 @@ class Fragment:
 class Program:
     """The graph plus what code generation needs to know about each value."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, rewrites: list[str] | None = None):
         self.graph = graph
+        self.rewrites = list(rewrites or [])  # algebraic rewrites applied to the captured graph
         self.values: dict[str, Value] = graph.values
         self.users = graph.users()
         self.producer = graph.producer()
