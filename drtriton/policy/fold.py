@@ -29,18 +29,14 @@ SCALES = ("mul_scalar", "div_scalar")  # commute with a sum
 def fold_linear_reductions(graph: Graph) -> tuple[Graph, list[str]]:
     """`graph` with each foldable reduction rewritten (the same object when there is none), and
     a line per rewrite saying what was folded."""
-    folded, done = None, []
-    for red in graph.nodes:
-        if red.op not in ("sum", "mean"):
-            continue
-        g = folded or copy.deepcopy(graph)
-        same = next((n for n in g.nodes if n.name == red.name), None)  # gone if it was dead
-        lin = _fold(g, same) if same is not None else None
+    g, done = copy.deepcopy(graph), []  # a fold that does not apply leaves g as it was
+    for name in [n.name for n in graph.nodes if n.op in ("sum", "mean")]:
+        red = next(n for n in g.nodes if n.name == name)  # folds remove no other reduction
+        lin = _fold(g, red)
         if lin is not None:
-            folded = g
             _drop_unused(g)
             done.append(f"the {red.op} over {lin.op}'s output folded into its operands")
-    return folded or graph, done
+    return (g, done) if done else (graph, [])
 
 
 def _drop_unused(g: Graph) -> None:

@@ -218,7 +218,7 @@ class ReferenceHarness:
             exact, why = self._exact_outputs(key, seed, len(refs))
             judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
         except torch.OutOfMemoryError:
-            exact, why, judged = None, "out of memory", {}
+            why, judged = "out of memory", {}
         results = list(results)
         for i in failed:
             j = judged.get(i)
