@@ -23,7 +23,8 @@ class Value:
     shape: list[int]
     dtype: str
     kind: str  # input | param | buffer | const | node
-    fqn: str | None = None  # params and buffers: the state_dict key, e.g. "conv.weight"
+    fqn: str | None = None  # params and buffers: the state_dict key, e.g. "net.0.weight"
+    access: str | None = None  # params and buffers: a Python expression for it, e.g. "self.net[0].weight"
     index: int | None = None  # inputs: position in forward's arguments
     literal: Any = None  # consts: the value, when it is a scalar
 
@@ -87,6 +88,13 @@ class CaptureError(Exception):
     """The module could not be traced; the message says why (it then runs as PyTorch)."""
 
 
+def is_scalar(node: Node, values: dict[str, Value]) -> bool:
+    """Whether a node computes a Python number (a size) rather than a tensor: it runs as the
+    Python it was, in strict mode too, since it computes nothing on the device."""
+    out = values.get(node.outputs[0])
+    return out is not None and not out.dtype.startswith("torch.")
+
+
 # ---------------------------------------------------------------------------------------------
 # Inside the worker: trace and convert (imports torch)
 
@@ -98,17 +106,58 @@ def capture_module(model, inputs: list) -> Graph:
 
     import torch
 
-    try:
-        ep = torch.export.export(model, tuple(inputs), strict=False)
-    except Exception as e:  # data-dependent control flow, unsupported Python, ...
-        raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    ep = _export(model, inputs)
     graph = _convert(ep)
+    for v in graph.values.values():
+        if v.kind in ("param", "buffer") and v.fqn:
+            v.access = access_path(model, v.fqn)
     # torch.export lower-cases placeholder names (forward(self, A, B) gives "a", "b"); generated
     # code must use forward's own parameter names.
     params = [p.name for p in inspect.signature(model.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return _rename_inputs(graph, dict(zip(graph.inputs, params)))
+
+
+def _export(model, inputs: list):
+    """torch.export with the leading (batch) dimension of every tensor input symbolic where the
+    module allows it, so sizes derived from it (views, `zeros(B, ...)`) stay expressions and the
+    converted module takes other batch sizes; fully static when that fails."""
+    import torch
+    from torch.export import Dim
+
+    dynamic = tuple({0: Dim.AUTO} if isinstance(x, torch.Tensor) and x.dim() > 0 else None for x in inputs)
+    try:
+        return torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
+    except Exception:
+        pass
+    try:
+        return torch.export.export(model, tuple(inputs), strict=False)
+    except Exception as e:  # data-dependent control flow, unsupported Python, ...
+        raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def access_path(model, fqn: str) -> str:
+    """How generated code reaches the parameter or buffer `fqn` from `self`: attribute access
+    where the name is an identifier, indexing into containers (`self.net[0].weight`,
+    `self.blocks["a"].bias`), `getattr` otherwise. Resolved on every call, so `.to()`,
+    `load_state_dict` and replaced buffers are seen as they are."""
+    import keyword
+
+    import torch.nn as nn
+
+    expr, obj = "self", model
+    for part in fqn.split("."):
+        if part.isidentifier() and not keyword.iskeyword(part):
+            expr = f"{expr}.{part}"
+        elif part.isdigit() and isinstance(obj, (nn.Sequential, nn.ModuleList, nn.ParameterList)):
+            expr = f"{expr}[{part}]"
+        elif isinstance(obj, (nn.ModuleDict, nn.ParameterDict)):
+            expr = f"{expr}[{part!r}]"
+        else:
+            expr = f"getattr({expr}, {part!r})"
+        obj = getattr(obj, part)
+    return expr
 
 
 def _rename_inputs(graph: Graph, names: dict[str, str]) -> Graph:
@@ -141,12 +190,31 @@ def unknown_constants(graph: Graph) -> list[str]:
 
 
 def _dtype(t) -> str:
-    """`torch.float32` for tensors; `int`, `float`, `bool` for Python scalars."""
-    return str(t.dtype) if hasattr(t, "dtype") else type(t).__name__
+    """`torch.float32` for tensors; `int`, `float`, `bool` for Python scalars (symbolic ones too)."""
+    if hasattr(t, "dtype"):
+        return str(t.dtype)
+    return {"SymInt": "int", "SymFloat": "float", "SymBool": "bool"}.get(type(t).__name__, type(t).__name__)
+
+
+def _hint(size) -> int:
+    """A size as the example inputs have it (symbolic sizes carry their example value)."""
+    return size if isinstance(size, int) else int(size.node.hint)
 
 
 def _shape(t) -> list[int]:
-    return list(t.shape) if hasattr(t, "shape") else []
+    return [_hint(s) for s in t.shape] if hasattr(t, "shape") else []
+
+
+# Python scalar arithmetic on symbolic sizes (B * 4, B // 2): generated code calls these by name
+_SCALAR_MODULES = {"_operator": "operator", "math": "math", "torch": "torch"}
+
+
+def _target(fn) -> str:
+    """`aten.view.default` for operators; `operator.mul`, `torch.sym_max` for scalar functions."""
+    module = _SCALAR_MODULES.get(getattr(fn, "__module__", None))
+    if module and not hasattr(fn, "_schema"):
+        return f"{module}.{fn.__name__}"
+    return str(fn)
 
 
 def _convert(ep) -> Graph:
@@ -168,7 +236,10 @@ def _convert(ep) -> Graph:
             return {"value": alias.get(a.name, a.name)}
         if isinstance(a, (list, tuple)):
             return [ref(x) for x in a]
-        if isinstance(a, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+        if isinstance(a, torch.device):
+            # traced on the meta device: generated code creates tensors where its inputs live
+            return {"device": str(a)}
+        if isinstance(a, (torch.dtype, torch.memory_format, torch.layout)):
             return str(a)
         if isinstance(a, (int, float, bool, str)) or a is None:
             return a
@@ -198,7 +269,7 @@ def _convert(ep) -> Graph:
             val = n.meta.get("val")
             if val is None:  # checks with no result (aten._assert_tensor_metadata): nothing to run
                 continue
-            target = str(n.target)
+            target = _target(n.target)
             source = ref(n.args[0]) if n.args else None
             if target in _CONSTANT_IDENTITIES and isinstance(source, dict) \
                     and values[source["value"]].kind == "const":
@@ -208,14 +279,19 @@ def _convert(ep) -> Graph:
             names = [n.name] if len(outs) == 1 else [f"{n.name}.{i}" for i in range(len(outs))]
             for name, o in zip(names, outs):
                 if o is not None and hasattr(o, "shape"):
-                    values[name] = Value(name, list(o.shape), _dtype(o), "node")
+                    values[name] = Value(name, _shape(o), _dtype(o), "node")
+                elif isinstance(o, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    values[name] = Value(name, [], _dtype(o), "node")  # a size: x.shape[0], B * 4
             # In place on the module's state (num_batches_tracked += 1) is a side effect, not part of
             # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
             in_place = target.endswith("_.Tensor") or target.endswith("_.default")
             on_state = isinstance(source, dict) and values[source["value"]].kind in ("param", "buffer")
             node = Node(n.name, target, ref(list(n.args)), {k: ref(v) for k, v in n.kwargs.items()}, names,
                         mutates=in_place and on_state)
-            m = match(node, values)
+            try:
+                m = None if is_scalar(node, values) else match(node, values)
+            except Exception:  # arguments the vocabulary does not expect (symbolic sizes)
+                m = None
             if m is not None:
                 node.op, node.attrs = m
             nodes.append(node)

@@ -104,7 +104,7 @@ def _dotted_tail(node: ast.expr) -> str:
     return ""
 
 
-def _defined_names(stmt: ast.stmt) -> set[str]:
+def defined_names(stmt: ast.stmt) -> set[str]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return {stmt.name}
     if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -132,7 +132,7 @@ def extract_standalone(source: str, roots: list[str]) -> str:
     `if __name__ == "__main__":`) are dropped, so building the problem runs nothing else."""
     tree = ast.parse(source)
     stmts = [s for s in tree.body if not _is_main_guard(s)]
-    defines = [_defined_names(s) for s in stmts]
+    defines = [defined_names(s) for s in stmts]
     needed_names = set(roots)
     keep: set[int] = set()
     changed = True

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from ..problem import Problem, extract_standalone
+from ..problem import Problem, defined_names, extract_standalone
 
 HEADER = """import math
+import operator
 
 import torch
 import torch.nn as nn
@@ -78,10 +79,10 @@ def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], out
     new_name = problem.candidate_class
     head, used = class_body(problem, new_name)
     tree = ast.parse(problem.source)
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    assigned = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    # the file's own imports (aliases too: `import torch as th`), helpers and constants
+    defined = set().union(*(defined_names(n) for n in tree.body))
     excluded = {problem.class_name, problem.inputs_fn, problem.init_inputs_fn or ""}
-    roots = sorted(((defined | assigned) & used) - excluded)
+    roots = sorted((defined & used) - excluded)
     support = ""
     if roots:
         support = extract_standalone(problem.source, roots)

@@ -85,14 +85,20 @@ class PointwiseBlock:
         produced = {o for n in nodes for o in n.outputs}
         # tensor operands to load: inputs of the nodes not produced inside and not `known`
         self.operands: list[str] = []
+        # sizes computed in forward (x.shape[0] in a traced `/ x.size(0)`): scalar kernel arguments
+        self.scalars: list[str] = []
         for n in nodes:
             for v in program.inputs_of(n):
-                if v not in produced and v not in known and v not in self.operands and program.is_tensor(v):
+                if v in produced or v in known or v in self.operands or v in self.scalars:
+                    continue
+                if program.is_tensor(v):
                     self.operands.append(v)
+                elif program.values[v].kind == "node":
+                    self.scalars.append(v)
         # kernel-side names of the operands: readable, and clear of the template's own
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
-        for v in self.operands:
+        for v in self.operands + self.scalars:
             base = program.expr(v).replace("self.", "").replace(".", "_")
             name, i = base, 1
             while name in taken:
@@ -119,12 +125,13 @@ class PointwiseBlock:
             out.append(f"{p}_ptr")
             if not self.full(v):
                 out += [f"{p}_s{d}" for d in range(len(self.shape))]
-        return out
+        return out + [self.local[v] for v in self.scalars]
 
     def emit(self, space: IndexSpace, env: dict[str, str]) -> list[str]:
         """Lines computing every node; `env` maps values already in registers to variables and
         receives the new ones."""
         lines: list[str] = []
+        env.update({v: self.local[v] for v in self.scalars})
         for v in self.operands:
             p = self.local[v]
             var = f"{p}_val"
@@ -180,4 +187,4 @@ class PointwiseBlock:
             else:  # broadcast axes get stride 0
                 prelude.append(f"{local} = {e}.expand({shape})")
                 args += [local, f"*{local}.stride()"]
-        return prelude, args
+        return prelude, args + [self.program.expr(v) for v in self.scalars]

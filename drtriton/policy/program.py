@@ -11,7 +11,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 
-from ..capture import Graph, Node, Value, value_refs
+from ..capture import Graph, Node, Value, is_scalar, value_refs
 from ..ops import VOCABULARY
 
 MAX_FRAGMENT_OPS = 5
@@ -72,7 +72,7 @@ class Program:
         if v.kind == "input":
             return value
         if v.kind in ("param", "buffer"):
-            return "self." + v.fqn
+            return v.access or "self." + v.fqn
         if v.kind == "const":
             return repr(v.literal)
         if value not in self._names:
@@ -81,6 +81,14 @@ class Program:
                 base = f"{base}_"
             self._names[value] = base
         return self._names[value]
+
+    def device(self) -> str:
+        """Where forward's tensors live: the device of its first tensor input (or parameter)."""
+        for kinds in (("input",), ("param", "buffer")):
+            for v in self.values.values():
+                if v.kind in kinds and v.dtype.startswith("torch."):
+                    return f"{self.expr(v.name)}.device"
+        return '"cpu"'
 
     def is_tensor(self, value: str) -> bool:
         v = self.values[value]
@@ -104,7 +112,7 @@ class Program:
 
         for node in self.nodes:
             cat = category(node)
-            if node.target in VIEWS and node.op is None:
+            if (node.target in VIEWS or is_scalar(node, self.values)) and node.op is None:
                 frag = Fragment([node], None, "view")
             elif node.op is None:
                 frag = Fragment([node], None, "torch")

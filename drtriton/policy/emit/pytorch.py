@@ -13,6 +13,8 @@ from . import Emitted
 def render_arg(program: Program, a) -> str:
     if isinstance(a, dict) and "value" in a:
         return program.expr(a["value"])
+    if isinstance(a, dict) and "device" in a:
+        return program.device()
     if isinstance(a, list):
         return "[" + ", ".join(render_arg(program, x) for x in a) + "]"
     if isinstance(a, str) and a.startswith("torch."):
@@ -23,10 +25,11 @@ def render_arg(program: Program, a) -> str:
 
 
 def call(program: Program, node) -> str:
-    target = node.target  # e.g. aten.conv2d.default
+    target = node.target  # e.g. aten.conv2d.default, or operator.mul on sizes
     args = [render_arg(program, a) for a in node.args]
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items()]
-    return f"torch.ops.{target}({', '.join(args)})"
+    fn = target if target.split(".")[0] in ("operator", "math", "torch") else f"torch.ops.{target}"
+    return f"{fn}({', '.join(args)})"
 
 
 def emit(program: Program, frag: Fragment, config: dict | None = None, names=None) -> Emitted:
