@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .errors import describe_exception
 from .problem import Problem
 from .verify import Verdict, Verifier
 
@@ -117,7 +118,10 @@ def _parallel(problems, one, workers, progress) -> list[BenchEntry]:
 
     def run(i: int) -> None:
         nonlocal done
-        entry = one(problems[i])
+        try:
+            entry = one(problems[i])
+        except Exception as e:  # one problem's failure is its own entry; the run goes on
+            entry = BenchEntry(problems[i], None, None, reason=f"internal error: {describe_exception(e)}")
         with lock:
             entries[i] = entry
             done += 1

@@ -99,14 +99,20 @@ def is_scalar(node: Node, values: dict[str, Value]) -> bool:
 # Inside the worker: trace and convert (imports torch)
 
 
-def capture_module(model, inputs: list) -> Graph:
+def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     """Trace `model(*inputs)`. Inputs and parameters may live on the meta device (no memory,
-    no compute); constants the forward creates are then unknown (`literal` None)."""
+    no compute); constants the forward creates are then unknown (`literal` None). `reads`: the
+    values forward read out of tensors (`record_reads`), replayed in order, so a size computed
+    with `.item()` traces as the constant it was (the verifier then checks that it holds)."""
     import inspect
 
     import torch
 
-    ep = _export(model, inputs)
+    if reads is None:
+        ep = _export(model, inputs)
+    else:
+        with _Replay(reads):
+            ep = _export(model, inputs)
     graph = _convert(ep)
     for v in graph.values.values():
         if v.kind in ("param", "buffer") and v.fqn:
@@ -116,6 +122,51 @@ def capture_module(model, inputs: list) -> Graph:
     params = [p.name for p in inspect.signature(model.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return _rename_inputs(graph, dict(zip(graph.inputs, params)))
+
+
+def _tensor_reads() -> set:
+    import torch
+
+    T = torch.Tensor
+    return {T.item, T.tolist, T.__float__, T.__int__, T.__bool__, T.__index__}
+
+
+def record_reads(model, inputs: list) -> list:
+    """Run `model(*inputs)` for real and return, in order, the Python values its forward read
+    out of tensors (`.item()`, `int(t)`, `.tolist()`, `if t:`)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    reads, which = [], _tensor_reads()
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in which:
+                reads.append(out)
+            return out
+
+    try:
+        with torch.no_grad(), Record():
+            model(*inputs)
+    except Exception as e:
+        raise CaptureError(f"the module's forward raised {type(e).__name__}: {e}") from None
+    return reads
+
+
+def _Replay(reads: list):
+    """A torch-function mode answering tensor reads with `reads`, in order."""
+    from torch.overrides import TorchFunctionMode
+
+    which, pending = _tensor_reads(), list(reads)
+
+    class Replay(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func in which and pending:
+                return pending.pop(0)
+            return func(*args, **(kwargs or {}))
+
+    return Replay()
 
 
 def _export(model, inputs: list):

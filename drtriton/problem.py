@@ -96,6 +96,15 @@ def module_classes(tree: ast.Module) -> list[str]:
     return [name for name in local if is_module(name)]
 
 
+def _outermost(tree: ast.Module, classes: list[str]) -> list[str]:
+    """The module classes no other module class in the file uses (by name)."""
+    used: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in classes:
+            used |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id != node.name}
+    return [c for c in classes if c not in used]
+
+
 def _dotted_tail(node: ast.expr) -> str:
     if isinstance(node, ast.Attribute):
         return node.attr
@@ -221,6 +230,8 @@ def from_source(
             class_name = classes[0]
         elif not classes:
             raise ProblemError(f"{where} defines no nn.Module subclass to convert")
+        elif len(roots := _outermost(tree, classes)) == 1:
+            class_name = roots[0]  # the network; the others are its blocks
         else:
             raise ProblemError(
                 f"{where} defines several nn.Module classes ({', '.join(classes)}): "

@@ -28,6 +28,7 @@ from typing import Iterator
 from .capture import CaptureError
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
+from .errors import describe_exception
 from .policy.emit import Unsupported
 from .policy.fold import fold_linear_reductions
 from .policy.fragments import fragment_task
@@ -142,6 +143,17 @@ class Search:
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> Iterator[Event]:
+        """The search's events, ending with `done`. An internal error ends the search with the
+        best module found so far and the error as its reason; it never escapes to the caller."""
+        try:
+            yield from self._run()
+        except Exception as e:
+            note = f"internal error: {describe_exception(e)}"
+            self.notes.append(note)
+            yield Event("status", {"message": note})
+            yield from self._done(note if self.best is None else "")
+
+    def _run(self) -> Iterator[Event]:
         yield Event("status", {"message": f"capturing {self.problem.class_name}"})
         try:
             graph = self.verifier.capture(self.problem, cancel=self.cancel)
@@ -325,6 +337,10 @@ class Search:
         except Unsupported as e:
             yield Event("status", {"message": f"plan {cut_index + 1} not possible in {self.config.mode} mode: {e}"})
             return None
+        for note in cand.notes:  # fragments left to PyTorch, and why: the report shows them
+            if note not in self.notes:
+                self.notes.append(note)
+                yield Event("status", {"message": note})
         verdict = yield from self._builtin_attempt(self.problem, cand, WHOLE)
         yield from self._consider(cand.source, cand.description, cand.policy, verdict)
         return verdict

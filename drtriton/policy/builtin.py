@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from ..capture import Graph
 from ..problem import Problem
 from .compose import Foreign, embed
+from ..errors import describe_exception
 from .emit import Emitted, Names, Unsupported
 from .emit import attention, batchnorm, conv, elementwise, loss, matmul, norms, pool, pytorch, rows, scan
 from .module import assemble
@@ -152,7 +153,10 @@ class BuiltinPolicy:
         beats fp32 FMA and cuBLAS's fp32 GEMM; cuDNN beats the implicit-GEMM convolutions (not
         the direct depthwise ones)."""
         emitter = _emitter(frag)
-        configs = [] if emitter is None or emitter is pytorch else emitter.configs(program, frag)
+        try:
+            configs = [] if emitter is None or emitter is pytorch else emitter.configs(program, frag)
+        except Exception:  # a template that cannot size this fragment offers no variant
+            configs = []
         triton = list(range(len(configs)))
         if self.device == "cuda":
             triton.sort(key=lambda v: configs[v].get("precision") != "tf32x3")
@@ -256,8 +260,13 @@ class BuiltinPolicy:
             raise Unsupported(f"no Triton template for {frag.kind}")
         if emitter is pytorch:
             return pytorch.emit(program, frag), "PyTorch" if frag.kind == "torch" else "view"
-        configs = emitter.configs(program, frag)
-        config = configs[min(variant, len(configs) - 1)]
-        emitted = emitter.emit(program, frag, config, names, device=self.device)
+        try:
+            configs = emitter.configs(program, frag)
+            config = configs[min(variant, len(configs) - 1)]
+            emitted = emitter.emit(program, frag, config, names, device=self.device)
+        except Unsupported:
+            raise
+        except Exception as e:  # a template's bug costs this variant, not the conversion
+            raise Unsupported(f"the {frag.kind} template failed: {describe_exception(e)}") from e
         detail = ", ".join(f"{k}={v}" for k, v in config.items())
         return emitted, "Triton" + (f" ({detail})" if detail else "")

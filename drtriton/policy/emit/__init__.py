@@ -20,6 +20,7 @@ class Unsupported(Exception):
     """This emitter cannot generate this fragment; the message says why."""
 
 
+
 @dataclass
 class Emitted:
     kernels: list[str]  # @triton.jit sources

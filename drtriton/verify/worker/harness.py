@@ -159,19 +159,25 @@ class ReferenceHarness:
     def op_capture(self, req: dict) -> dict:
         """Trace the problem's module into a graph (drtriton.capture). On the meta device first:
         no memory, no compute, any size; on the CPU if a constant's value is needed."""
-        from ...capture import CaptureError, capture_module, unknown_constants
+        from ...capture import CaptureError, capture_module, record_reads, unknown_constants
 
         problem = req["problem"]
-        graph = None
+        graph, first_error = None, None
         for device in ("meta", "cpu"):
             runtime = ProblemRuntime(problem, device, self.settings["scratch"], req["init_seed"],
                                      training=req["training"])
             inputs, _ = runtime.make_inputs(req["seed"])
             runtime.check_signature(inputs)
             try:
-                graph = capture_module(runtime.model, inputs)
+                # on the CPU after a failure on meta: for real, with the values forward read out
+                # of tensors (.item(), state built on a parameter's device) replayed
+                reads = record_reads(runtime.model, inputs) if device == "cpu" and graph is None else None
+                graph = capture_module(runtime.model, inputs, reads)
             except CaptureError as e:
-                return {"ok": False, "kind": "capture", "error": str(e)}
+                first_error = first_error or e
+                if device == "cpu":
+                    return {"ok": False, "kind": "capture", "error": str(first_error)}
+                continue
             if not unknown_constants(graph):
                 break
         return {"ok": True, "graph": graph.to_dict()}

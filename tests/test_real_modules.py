@@ -1,0 +1,259 @@
+"""Modules as people write them convert on CPU (Triton interpreter, small shapes): nested module
+trees, the file's own import aliases, sizes read with `.item()`, recurrent layers, other batch
+sizes; and a crashing template or problem never takes the search or a bench run down."""
+
+import importlib.util
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+from drtriton.problem import from_source
+from drtriton.search import Search, SearchConfig
+
+warnings.filterwarnings("ignore")
+
+
+def convert(verifier, source: str, mode: str = "strict", budget: float = 240.0):
+    problem = from_source(textwrap.dedent(source))
+    search = Search(problem, verifier, SearchConfig(mode=mode, budget_s=budget))
+    events = list(search.run())
+    return problem, search.result, events
+
+
+@pytest.fixture
+def interpreter(monkeypatch):
+    """Generated modules loaded in this process run their kernels in the Triton interpreter."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+def load(source: str, path):
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def failures(result):
+    return result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts]
+
+
+NESTED = '''
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x):
+        return x + torch.relu(self.fc(self.norm(x)))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(16, 32), nn.GELU())
+        self.blocks = nn.ModuleList([Block(32) for _ in range(2)])
+        self.heads = nn.ModuleDict({"main": nn.Linear(32, 8), "aux": nn.Linear(32, 8)})
+        self.register_buffer("shift", torch.randn(8))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.heads["main"](x) - self.heads["aux"](x) + self.shift
+
+
+def get_inputs():
+    return [torch.randn(6, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_nested_module_trees_assemble_as_drop_in_replacements(cpu_verifier, tmp_path, interpreter):
+    problem, result, _ = convert(cpu_verifier, NESTED, mode="strict")
+    assert result.correct, failures(result)
+    assert "self.stem[0].weight" in result.source and "self.blocks[1].fc.bias" in result.source
+    assert "self.heads.main.weight" in result.source
+    ref, new = load(NESTED, tmp_path / "ref.py"), load(result.source, tmp_path / "new.py")
+    torch.manual_seed(0)
+    a, b = ref.Net(), new.NetTriton()
+    assert a.state_dict().keys() == b.state_dict().keys()
+    b.load_state_dict(a.state_dict())
+    for batch in (1, 3, 9):  # other batch sizes than get_inputs' 6
+        x = torch.randn(batch, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(b(x), a(x), atol=1e-4, rtol=1e-4)
+
+
+def test_the_files_import_aliases_are_kept(cpu_verifier):
+    _, result, _ = convert(cpu_verifier, '''
+        import torch as th
+        from torch import nn as tnn
+
+
+        class AliasNet(th.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = tnn.Linear(16, 16)
+
+            def forward(self, x):
+                return th.relu(self.fc(x))
+
+
+        def get_inputs():
+            return [th.randn(4, 16)]
+
+
+        def get_init_inputs():
+            return []
+    ''')
+    assert result.correct, failures(result)
+    assert "import torch as th" in result.source and "from torch import nn as tnn" in result.source
+
+
+def test_a_size_read_with_item_is_captured_as_its_value(cpu_verifier):
+    _, result, _ = convert(cpu_verifier, '''
+        import torch
+        import torch.nn as nn
+
+
+        class Scaled(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("scale", torch.tensor(3.0))
+                self.fc = nn.Linear(8, 8)
+
+            def forward(self, x):
+                return self.fc(x) * float(self.scale.item())
+
+
+        def get_inputs():
+            return [torch.randn(4, 8)]
+
+
+        def get_init_inputs():
+            return []
+    ''')
+    assert result.correct, failures(result)
+
+
+LSTM = '''
+import torch
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, batch_first=True)
+        self.out = nn.Linear(16, 4)
+
+    def forward(self, x):
+        h, _ = self.lstm(x)
+        return torch.tanh(self.out(h[:, -1, :]))
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_an_lstm_converts_in_mixed_mode_and_takes_other_batch_sizes(cpu_verifier, tmp_path, interpreter):
+    # the hidden state forward builds (zeros of the batch size, on the input's device) is
+    # traced symbolic: no captured batch size or meta device is left in the generated code
+    _, result, _ = convert(cpu_verifier, LSTM, mode="mixed")
+    assert result.correct, failures(result)
+    assert "device='meta'" not in result.source and "device=x.device" in result.source
+    ref, new = load(LSTM, tmp_path / "ref.py"), load(result.source, tmp_path / "new.py")
+    a, b = ref.Tagger(), new.TaggerTriton()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(7, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(b(x), a(x), atol=1e-4, rtol=1e-4)
+
+
+SOFTMAX_HEAD = '''
+import torch
+import torch.nn as nn
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(x), dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_crashing_template_costs_its_variant_not_the_search(cpu_verifier, monkeypatch):
+    from drtriton.policy.emit import rows
+
+    def broken(*args, **kwargs):
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(rows, "emit", broken)
+    # mixed: the softmax runs as PyTorch and the rest still converts
+    _, result, events = convert(cpu_verifier, SOFTMAX_HEAD, mode="mixed")
+    assert result.correct, failures(result)
+    assert "softmax: PyTorch" in result.plan
+    assert any("softmax: PyTorch (the softmax template failed: IndexError" in n for n in result.notes)
+    # strict: no module, a reason, and no exception out of the search
+    _, result, events = convert(cpu_verifier, SOFTMAX_HEAD, mode="strict")
+    assert not result.correct and result.reason
+    assert events[-1].kind == "done"
+
+
+def test_an_internal_error_ends_the_search_with_its_reason(cpu_verifier, monkeypatch):
+    from drtriton import search as search_module
+
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(search_module, "Program", broken)
+    _, result, events = convert(cpu_verifier, SOFTMAX_HEAD)
+    assert events[-1].kind == "done"
+    assert not result.correct and "internal error: KeyError" in result.reason
+
+
+def test_bench_records_a_failing_problem_and_goes_on(cpu_verifier, monkeypatch, tmp_path):
+    from drtriton import search as search_module
+    from drtriton.bench import run_search_bench
+
+    real_init = search_module.Search.__init__
+
+    def init(self, problem, *args, **kwargs):
+        if problem.name == "bad":
+            raise RuntimeError("a bug outside the search")
+        real_init(self, problem, *args, **kwargs)
+
+    monkeypatch.setattr(search_module.Search, "__init__", init)
+    good = from_source(SOFTMAX_HEAD, name="good")
+    bad = from_source(SOFTMAX_HEAD, name="bad")
+    entries = run_search_bench([bad, good], cpu_verifier, SearchConfig(mode="mixed", budget_s=120), tmp_path)
+    assert [e.problem.name for e in entries] == ["bad", "good"]
+    assert not entries[0].correct and "internal error: RuntimeError" in entries[0].reason
+    assert entries[1].correct
