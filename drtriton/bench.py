@@ -33,7 +33,14 @@ class BenchEntry:
 
     @property
     def correct(self) -> bool:
-        return self.verdict is not None and self.verdict.correct
+        """Correct and a conversion: a plan with no computation in Triton does not count."""
+        return self.verdict is not None and self.verdict.correct and self.verdict.triton_computes
+
+    @property
+    def status(self) -> str:
+        if self.verdict is None:
+            return "missing"
+        return "not converted" if self.verdict.correct and not self.correct else self.verdict.status
 
     @classmethod
     def from_dict(cls, d: dict) -> "BenchEntry":
@@ -141,8 +148,7 @@ def summarize(entries: list[BenchEntry]) -> dict:
     n = len(entries)
     statuses: dict[str, int] = {}
     for e in entries:
-        s = e.verdict.status if e.verdict else "missing"
-        statuses[s] = statuses.get(s, 0) + 1
+        statuses[e.status] = statuses.get(e.status, 0) + 1
     summary = {"problems": n, "correct": sum(e.correct for e in entries), "statuses": statuses}
     for baseline in ("eager", "compile"):
         speedups = [getattr(e.verdict, f"speedup_{baseline}") for e in entries if e.correct]
@@ -187,7 +193,7 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
             continue
         reason = (v.reasons[0] if v.reasons else e.plan or "; ".join(v.flags)).replace("|", "/")[:160]
         seconds = e.search_s if e.search_s is not None else v.elapsed_s
-        lines.append(f"| {e.problem.name} | {v.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
+        lines.append(f"| {e.problem.name} | {e.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
                      f"{_fmt(v.speedup_compile, '.2f', 'x')} | {_fmt(v.triton_share, '.0%')} | "
                      f"{seconds:.1f} | {reason} |")
     return "\n".join(lines) + "\n"

@@ -239,6 +239,7 @@ def format_conversion(result, out: Path, problem) -> str:
     v = result.verdict
     lines = [f"wrote {out} (class {problem.candidate_class})", f"  {v.summary}",
              f"  written by: the {result.policy} policy", f"  plan: {result.plan}"]
+    lines += [f"  left to PyTorch: {note}" for note in result.fallbacks]
     if v.timings:
         t = v.timings
         lines.append(f"  candidate {t.candidate.median_ms:.4f} ms, eager {t.eager.median_ms:.4f} ms"

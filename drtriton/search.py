@@ -78,10 +78,11 @@ class SearchResult:
     reason: str = ""  # why there is no correct module
     notes: list[str] = field(default_factory=list)  # e.g. a model endpoint that failed
     seconds: float = 0.0
+    fallbacks: list[str] = field(default_factory=list)  # fragments plans left to PyTorch, and why
 
     def to_dict(self) -> dict:
         return {"correct": self.correct, "plan": self.plan, "policy": self.policy, "reason": self.reason,
-                "notes": self.notes, "verdict": self.verdict.to_dict() if self.verdict else None,
+                "notes": self.notes, "fallbacks": self.fallbacks, "verdict": self.verdict.to_dict() if self.verdict else None,
                 "seconds": round(self.seconds, 2), "candidates": [a.to_dict() for a in self.attempts]}
 
 
@@ -122,6 +123,7 @@ class Search:
         self.cancel = cancel or threading.Event()
         self.attempts: list[Attempt] = []
         self.notes: list[str] = []
+        self.fallbacks: list[str] = []  # fragments a plan left to PyTorch, and why
         self.best: tuple[str, str, str, Verdict] | None = None  # (source, plan, policy, verdict)
         self.started = time.monotonic()
         self.cuda = verifier.device == "cuda"
@@ -338,8 +340,8 @@ class Search:
             yield Event("status", {"message": f"plan {cut_index + 1} not possible in {self.config.mode} mode: {e}"})
             return None
         for note in cand.notes:  # fragments left to PyTorch, and why: the report shows them
-            if note not in self.notes:
-                self.notes.append(note)
+            if note not in self.fallbacks:
+                self.fallbacks.append(note)
                 yield Event("status", {"message": note})
         verdict = yield from self._builtin_attempt(self.problem, cand, WHOLE)
         yield from self._consider(cand.source, cand.description, cand.policy, verdict)
@@ -394,5 +396,5 @@ class Search:
         source, plan, policy, verdict = self.best or (None, "", None, None)
         self.result = SearchResult(correct=verdict is not None, source=source, verdict=verdict, plan=plan,
                                    policy=policy, attempts=self.attempts, reason=reason, notes=self.notes,
-                                   seconds=time.monotonic() - self.started)
+                                   seconds=time.monotonic() - self.started, fallbacks=self.fallbacks)
         yield Event("done", {"result": self.result})

@@ -187,8 +187,12 @@ def markdown(report: Report) -> str:
             out.append(line)
         if v.triton_kernels:
             out.append(f"- Triton kernels: {', '.join(v.triton_kernels)}")
+        if v.triton_share is not None:
+            out.append(f"- Share of GPU time in Triton: {v.triton_share:.0%}")
         if v.pytorch_ops:
             out.append("- PyTorch ops in forward: " + ", ".join(f"{k} x{n}" for k, n in sorted(v.pytorch_ops.items())))
+        for fallback in getattr(result, "fallbacks", None) or []:
+            out.append(f"- Left to PyTorch: {_cell(fallback)}")
         for flag in v.flags:
             out.append(f"- flag: {flag}")
         vs = v.settings or {}

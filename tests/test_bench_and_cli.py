@@ -77,9 +77,9 @@ def test_bench_on_a_folder(tmp_path):
     assert (out / "verdicts.jsonl").read_text() == before
 
 
-def _entry(name, correct, eager=None, compile_=None):
-    v = Verdict(correct=correct, status="correct" if correct else "incorrect",
-                speedup_eager=eager, speedup_compile=compile_)
+def _entry(name, correct, eager=None, compile_=None, share=None):
+    v = Verdict(correct=correct, status="correct" if correct else "incorrect", triton_kernels=["k"],
+                triton_share=share, speedup_eager=eager, speedup_compile=compile_)
     return BenchEntry(from_source(RELU, name=name), Path(f"{name}.py"), v)
 
 
@@ -91,6 +91,14 @@ def test_fast_p_counts_all_problems_and_geomean_only_the_correct():
     assert s["fast_p_compile"]["1.0"] == 0.25
     assert s["geomean_speedup_eager"] == pytest.approx((2.5 * 1.2) ** 0.5)
     assert s["statuses"] == {"correct": 2, "incorrect": 1, "missing": 1}
+
+
+def test_a_plan_with_no_computation_in_triton_is_not_counted_as_a_conversion():
+    library_only = _entry("e", True, 3.0, 3.0, share=0.0)  # correct, fast, all cuDNN
+    assert "not a conversion" in library_only.verdict.summary
+    s = summarize([_entry("a", True, 2.5, 1.2, share=0.4), library_only])
+    assert s["correct"] == 1 and s["statuses"] == {"correct": 1, "not converted": 1}
+    assert s["fast_p_eager"]["1.0"] == 0.5
 
 
 def test_id_ranges_and_entries_round_trip():

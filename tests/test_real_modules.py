@@ -220,7 +220,7 @@ def test_a_crashing_template_costs_its_variant_not_the_search(cpu_verifier, monk
     _, result, events = convert(cpu_verifier, SOFTMAX_HEAD, mode="mixed")
     assert result.correct, failures(result)
     assert "softmax: PyTorch" in result.plan
-    assert any("softmax: PyTorch (the softmax template failed: IndexError" in n for n in result.notes)
+    assert any("softmax: PyTorch (the softmax template failed: IndexError" in n for n in result.fallbacks)
     # strict: no module, a reason, and no exception out of the search
     _, result, events = convert(cpu_verifier, SOFTMAX_HEAD, mode="strict")
     assert not result.correct and result.reason

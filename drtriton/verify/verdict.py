@@ -108,6 +108,12 @@ class Verdict:
     phases_s: dict[str, float] = field(default_factory=dict)  # where the time went
 
     @property
+    def triton_computes(self) -> bool:
+        """Whether Triton does part of the computation: a kernel ran and, where the GPU time
+        was measured, took at least 1% of it. A plan without is no conversion."""
+        return bool(self.triton_kernels) and (self.triton_share is None or self.triton_share >= 0.01)
+
+    @property
     def summary(self) -> str:
         """One line a user can read: what the editor shows on the class."""
         if not self.correct:
@@ -115,6 +121,8 @@ class Verdict:
             return f"{self.status}: {why}"
         passed = sum(t.passed for t in self.trials)
         parts = [f"correct on {passed}/{len(self.trials)} trials"]
+        if not self.triton_computes:
+            parts[0] += ", but not a conversion: no computation runs in Triton"
         if self.speedup_eager is not None:
             parts.append(f"{self.speedup_eager:.2f}x vs eager")
         if self.speedup_compile is not None:
@@ -123,6 +131,10 @@ class Verdict:
             parts.append(f"{self.triton_share:.0%} of GPU time in Triton")
         if self.speed_note:
             parts.append(f"speed {self.speed_note}")
+        if self.pytorch_ops:
+            ops = sorted(self.pytorch_ops.items(), key=lambda kv: -kv[1])
+            shown = ", ".join(k.split(".")[0] for k, _ in ops[:4]) + (", ..." if len(ops) > 4 else "")
+            parts.append(f"PyTorch still runs {shown}")
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
