@@ -133,22 +133,34 @@ def _tensor_reads() -> set:
 
 def record_reads(model, inputs: list) -> list:
     """Run `model(*inputs)` for real and return, in order, the Python values its forward read
-    out of tensors (`.item()`, `int(t)`, `.tolist()`, `if t:`)."""
+    out of tensors (`.item()`, `int(t)`, `.tolist()`, `if t:`). A read of a value computed from
+    the inputs (`if x.sum() > 0`) is control flow on data, not a constant: CaptureError."""
     import torch
     from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
 
     reads, which = [], _tensor_reads()
+    derived = {id(t): t for t in inputs if isinstance(t, torch.Tensor)}  # held, so ids stay unique
 
     class Record(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            from_inputs = any(id(a) in derived for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
             if func in which:
+                if from_inputs:
+                    raise CaptureError(f"forward reads a value computed from its inputs ({func.__name__} "
+                                       "of a tensor): control flow on data cannot be traced")
                 reads.append(out)
+            elif from_inputs:
+                derived.update({id(t): t for t in tree_leaves(out) if isinstance(t, torch.Tensor)})
             return out
 
     try:
         with torch.no_grad(), Record():
             model(*inputs)
+    except CaptureError:
+        raise
     except Exception as e:
         raise CaptureError(f"the module's forward raised {type(e).__name__}: {e}") from None
     return reads
@@ -332,7 +344,9 @@ def _convert(ep) -> Graph:
                 if o is not None and hasattr(o, "shape"):
                     values[name] = Value(name, _shape(o), _dtype(o), "node")
                 elif isinstance(o, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                    values[name] = Value(name, [], _dtype(o), "node")  # a size: x.shape[0], B * 4
+                    # a size: x.shape[0], B * 4; `literal` is its value for the example inputs
+                    hint = o if isinstance(o, (int, float, bool)) else o.node.hint
+                    values[name] = Value(name, [], _dtype(o), "node", literal=hint)
             # In place on the module's state (num_batches_tracked += 1) is a side effect, not part of
             # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
             in_place = target.endswith("_.Tensor") or target.endswith("_.default")

@@ -2,7 +2,9 @@
 trees, the file's own import aliases, sizes read with `.item()`, recurrent layers, other batch
 sizes; and a crashing template or problem never takes the search or a bench run down."""
 
-import importlib.util
+import os
+import subprocess
+import sys
 import textwrap
 import warnings
 
@@ -22,18 +24,27 @@ def convert(verifier, source: str, mode: str = "strict", budget: float = 240.0):
     return problem, search.result, events
 
 
-@pytest.fixture
-def interpreter(monkeypatch):
-    """Generated modules loaded in this process run their kernels in the Triton interpreter."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-
-
-def load(source: str, path):
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def same_results(tmp_path, reference: str, generated: str, ref_class: str, batches, shape) -> None:
+    """Build the reference and the generated module (same state), call both on inputs of
+    `shape` with each leading size in `batches`; in a fresh interpreter-mode process, as a user
+    would import the written file."""
+    (tmp_path / "ref.py").write_text(reference)
+    (tmp_path / "new.py").write_text(generated)
+    script = f"""
+import torch, ref, new
+torch.manual_seed(0)
+a, b = ref.{ref_class}(), new.{ref_class}Triton()
+assert a.state_dict().keys() == b.state_dict().keys()
+b.load_state_dict(a.state_dict())
+for batch in {list(batches)!r}:
+    x = torch.randn(batch, *{tuple(shape)!r})
+    with torch.no_grad():
+        torch.testing.assert_close(b(x), a(x), atol=1e-4, rtol=1e-4)
+print("same")
+"""
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "same" in r.stdout, r.stderr[-3000:]
 
 
 def failures(result):
@@ -79,20 +90,12 @@ def get_init_inputs():
 '''
 
 
-def test_nested_module_trees_assemble_as_drop_in_replacements(cpu_verifier, tmp_path, interpreter):
+def test_nested_module_trees_assemble_as_drop_in_replacements(cpu_verifier, tmp_path):
     problem, result, _ = convert(cpu_verifier, NESTED, mode="strict")
     assert result.correct, failures(result)
     assert "self.stem[0].weight" in result.source and "self.blocks[1].fc.bias" in result.source
     assert "self.heads.main.weight" in result.source
-    ref, new = load(NESTED, tmp_path / "ref.py"), load(result.source, tmp_path / "new.py")
-    torch.manual_seed(0)
-    a, b = ref.Net(), new.NetTriton()
-    assert a.state_dict().keys() == b.state_dict().keys()
-    b.load_state_dict(a.state_dict())
-    for batch in (1, 3, 9):  # other batch sizes than get_inputs' 6
-        x = torch.randn(batch, 16)
-        with torch.no_grad():
-            torch.testing.assert_close(b(x), a(x), atol=1e-4, rtol=1e-4)
+    same_results(tmp_path, NESTED, result.source, "Net", (1, 3, 9), (16,))  # get_inputs has 6
 
 
 def test_the_files_import_aliases_are_kept(cpu_verifier):
@@ -172,18 +175,13 @@ def get_init_inputs():
 '''
 
 
-def test_an_lstm_converts_in_mixed_mode_and_takes_other_batch_sizes(cpu_verifier, tmp_path, interpreter):
+def test_an_lstm_converts_in_mixed_mode_and_takes_other_batch_sizes(cpu_verifier, tmp_path):
     # the hidden state forward builds (zeros of the batch size, on the input's device) is
     # traced symbolic: no captured batch size or meta device is left in the generated code
     _, result, _ = convert(cpu_verifier, LSTM, mode="mixed")
     assert result.correct, failures(result)
     assert "device='meta'" not in result.source and "device=x.device" in result.source
-    ref, new = load(LSTM, tmp_path / "ref.py"), load(result.source, tmp_path / "new.py")
-    a, b = ref.Tagger(), new.TaggerTriton()
-    b.load_state_dict(a.state_dict())
-    x = torch.randn(7, 5, 8)
-    with torch.no_grad():
-        torch.testing.assert_close(b(x), a(x), atol=1e-4, rtol=1e-4)
+    same_results(tmp_path, LSTM, result.source, "Tagger", (7,), (5, 8))  # get_inputs has 3
 
 
 SOFTMAX_HEAD = '''

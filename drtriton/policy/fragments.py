@@ -74,10 +74,11 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
         for o in n.outputs:
             if o in program.values:
                 values[o] = program.values[o]
-    for n in frag.nodes:  # scalar constants the nodes read
+    for n in frag.nodes:  # scalar constants the nodes read; sizes forward computed, as their values
         for v in program.inputs_of(n):
             if v not in produced and v not in externals:
-                values[v] = program.values[v]
+                old = program.values[v]
+                values[v] = Value(v, [], old.dtype, "const", literal=old.literal) if old.kind == "node" else old
     outputs = [o for n in frag.nodes for o in n.outputs[:1] if program.used_outside(o, inside)]
     graph = Graph(values, nodes, [names[v] for v in externals], outputs)
 

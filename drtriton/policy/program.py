@@ -28,6 +28,17 @@ VIEWS = {
     "aten.flatten.using_ints", "aten.unflatten.int", "aten.select.int", "aten.slice.Tensor",
     "aten.narrow.default", "aten.detach.default", "aten.detach_.default", "aten.alias.default",
     "aten.contiguous.default", "aten.clone.default", "aten.lift_fresh_copy.default",
+    "aten.split.Tensor", "aten.split_with_sizes.default", "aten.unbind.int", "aten.chunk.default",
+    "aten.tensor_split.sections", "aten.tensor_split.indices", "aten.movedim.int", "aten.diagonal.default",
+    "aten.expand_as.default", "aten.view_as.default", "aten.reshape_as.default",
+}
+# tensors made from nothing (an RNN's zero state, a mask from arange): no input is computed on,
+# so they run as PyTorch in strict mode too, as the verifier's runtime guard allows
+ALLOCATIONS = {
+    "aten.zeros.default", "aten.ones.default", "aten.full.default", "aten.empty.memory_format",
+    "aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default", "aten.empty_like.default",
+    "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default",
+    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.scalar_tensor.default",
 }
 _RESERVED = {"torch", "triton", "tl", "nn", "F", "math", "self", "grid", "random"}
 
@@ -112,7 +123,8 @@ class Program:
 
         for node in self.nodes:
             cat = category(node)
-            if (node.target in VIEWS or is_scalar(node, self.values)) and node.op is None:
+            if (node.target in VIEWS or node.target in ALLOCATIONS or is_scalar(node, self.values)) \
+                    and node.op is None:
                 frag = Fragment([node], None, "view")
             elif node.op is None:
                 frag = Fragment([node], None, "torch")

@@ -158,7 +158,9 @@ class ReferenceHarness:
 
     def op_capture(self, req: dict) -> dict:
         """Trace the problem's module into a graph (drtriton.capture). On the meta device first:
-        no memory, no compute, any size; on the CPU if a constant's value is needed."""
+        no memory, no compute, any size; on the CPU if a constant's value is needed, or with the
+        values forward reads out of tensors replayed if tracing on meta failed and none of those
+        values is computed from the inputs."""
         from ...capture import CaptureError, capture_module, record_reads, unknown_constants
 
         problem = req["problem"]
@@ -171,7 +173,12 @@ class ReferenceHarness:
             try:
                 # on the CPU after a failure on meta: for real, with the values forward read out
                 # of tensors (.item(), state built on a parameter's device) replayed
-                reads = record_reads(runtime.model, inputs) if device == "cpu" and graph is None else None
+                reads = None
+                if device == "cpu" and graph is None:
+                    try:
+                        reads = record_reads(runtime.model, inputs)
+                    except CaptureError:  # control flow on data: say what tracing said
+                        raise first_error from None
                 graph = capture_module(runtime.model, inputs, reads)
             except CaptureError as e:
                 first_error = first_error or e
