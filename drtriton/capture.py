@@ -84,6 +84,11 @@ def value_refs(args) -> list[str]:
 _CONSTANT_IDENTITIES = {"aten.lift_fresh_copy.default", "aten.detach.default", "aten.detach_.default"}
 
 
+#: tensors forward creates from data (`torch.tensor([...])`) are written into the generated
+#: module as literals up to this size
+MAX_CONSTANT_ELEMENTS = 4096
+
+
 class CaptureError(Exception):
     """The module could not be traced; the message says why (it then runs as PyTorch)."""
 
@@ -321,8 +326,9 @@ def _convert(ep) -> Graph:
                 inputs.append(n.name)
             if kind == "const":
                 c = constants.get(spec.target)
-                if c is not None and c.numel() == 1 and not c.is_meta:
-                    v.literal = c.item()
+                if c is not None and not c.is_meta and c.numel() <= MAX_CONSTANT_ELEMENTS:
+                    # torch.tensor(2.0) in forward: a scalar; torch.tensor([1., 2.]): its values
+                    v.literal = c.item() if c.numel() == 1 else c.tolist()
             values[n.name] = v
         elif n.op == "call_function":
             if n.target is operator.getitem:

@@ -255,3 +255,40 @@ def test_bench_records_a_failing_problem_and_goes_on(cpu_verifier, monkeypatch, 
     assert [e.problem.name for e in entries] == ["bad", "good"]
     assert not entries[0].correct and "internal error: RuntimeError" in entries[0].reason
     assert entries[1].correct
+
+
+def test_constants_made_in_forward_and_nested_parameters_in_epilogues(cpu_verifier):
+    # torch.tensor([...]) in forward is written into the module as its values; a parameter of a
+    # nested block read by a fused epilogue gets a valid kernel argument name
+    _, result, _ = convert(cpu_verifier, '''
+        import torch
+        import torch.nn as nn
+
+
+        class Scale(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gain = nn.Parameter(torch.randn(3))
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+                self.scales = nn.ModuleList([Scale()])
+
+            def forward(self, x):
+                w = torch.tensor([1.0, -2.0, 3.0])
+                return self.fc(x) * w + self.scales[0].gain
+
+
+        def get_inputs():
+            return [torch.randn(4, 3)]
+
+
+        def get_init_inputs():
+            return []
+    ''', mode="mixed")
+    assert result.correct, failures(result)
+    assert "torch.tensor([1.0, -2.0, 3.0], dtype=torch.float32, device=x.device)" in result.source
+    assert "self.scales[0].gain" in result.source

@@ -10,6 +10,7 @@ templates.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from ..capture import Node
@@ -99,7 +100,8 @@ class PointwiseBlock:
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
         for v in self.operands + self.scalars:
-            base = program.expr(v).replace("self.", "").replace(".", "_")
+            expr = program.expr(v).replace("self.", "")
+            base = re.sub(r"\W+", "_", expr if len(expr) <= 40 else v).strip("_") or "t"  # net[0].w -> net_0_w
             name, i = base, 1
             while name in taken:
                 name, i = f"{base}_{i}", i + 1

@@ -85,6 +85,8 @@ class Program:
         if v.kind in ("param", "buffer"):
             return v.access or "self." + v.fqn
         if v.kind == "const":
+            if isinstance(v.literal, list):  # a tensor forward made from data, made alike
+                return f"torch.tensor({v.literal!r}, dtype={v.dtype}, device={self.device()})"
             return repr(v.literal)
         if value not in self._names:
             base = value.replace(".", "_")
@@ -103,7 +105,8 @@ class Program:
 
     def is_tensor(self, value: str) -> bool:
         v = self.values[value]
-        return v.dtype.startswith("torch.") and not (v.kind == "const" and v.literal is not None)
+        scalar_constant = v.kind == "const" and v.literal is not None and not isinstance(v.literal, list)
+        return v.dtype.startswith("torch.") and not scalar_constant
 
     def inputs_of(self, node: Node) -> list[str]:
         return value_refs(node.args) + value_refs(list(node.kwargs.values()))
