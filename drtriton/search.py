@@ -124,6 +124,7 @@ class Search:
         self.attempts: list[Attempt] = []
         self.notes: list[str] = []
         self.fallbacks: list[str] = []  # fragments a plan left to PyTorch, and why
+        self._unplanned = ""  # why the last plan could not be assembled
         self.best: tuple[str, str, str, Verdict] | None = None  # (source, plan, policy, verdict)
         self.started = time.monotonic()
         self.cuda = verifier.device == "cuda"
@@ -338,6 +339,7 @@ class Search:
                                          self.config.mode, cut)
         except Unsupported as e:
             yield Event("status", {"message": f"plan {cut_index + 1} not possible in {self.config.mode} mode: {e}"})
+            self._unplanned = str(e)
             return None
         for note in cand.notes:  # fragments left to PyTorch, and why: the report shows them
             if note not in self.fallbacks:
@@ -388,7 +390,8 @@ class Search:
             return "cancelled"
         wholes = [a for a in self.attempts if a.fragment == WHOLE]
         if not wholes:
-            return (f"no plan is possible in {self.config.mode} mode"
+            why = f": {self._unplanned}" if self._unplanned else ""
+            return (f"no plan is possible in {self.config.mode} mode{why}"
                     if self._left() > 0 else "the time budget ran out before a plan was verified")
         return f"no candidate was correct; last: {wholes[-1].verdict.summary}"
 

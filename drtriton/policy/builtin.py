@@ -229,7 +229,8 @@ class BuiltinPolicy:
             if frag.kind != "view":
                 plan.append(f"{frag.label}: {how}")
         if not kernels:
-            raise Unsupported("no fragment runs in Triton")
+            left = "; ".join(line for line in plan if line.endswith(": PyTorch"))
+            raise Unsupported(f"no fragment runs in Triton ({left or 'views only'})")
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         if program.rewrites:
