@@ -9,7 +9,12 @@ needs, the Triton kernels, and nothing else of the user's file.
 from __future__ import annotations
 
 import ast
+import builtins
+import io
+import keyword
+import re
 import textwrap
+import tokenize
 
 from ..problem import Problem, defined_names, extract_standalone
 
@@ -74,9 +79,57 @@ def class_body(problem: Problem, new_name: str) -> tuple[list[str], set[str]]:
     return [f"class {new_name}({bases}):"] + [textwrap.indent(p, "    ") for p in parts], used
 
 
+_KERNEL_NAME = re.compile(r"^def (\w+)\(", re.M)
+_KEPT = set(keyword.kwlist) | set(dir(builtins)) | {"tl", "triton", "math"}
+
+
+def _shape_of(kernel: str, name: str) -> tuple:
+    """The kernel's tokens with its own names (parameters, locals, the kernel's) numbered in
+    order of appearance and comments dropped: two kernels with the same shape are the same
+    kernel under other names (launches pass arguments by position)."""
+    numbering: dict[str, str] = {name: "K"}
+    out, after_dot = [], False
+    for tok in tokenize.generate_tokens(io.StringIO(kernel).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.NL):
+            continue
+        text = tok.string
+        if tok.type == tokenize.NAME and not after_dot and text not in _KEPT and not text.isupper():
+            text = numbering.setdefault(text, f"v{len(numbering)}")
+        after_dot = tok.type == tokenize.OP and tok.string == "."
+        out.append(text)
+    return tuple(out)
+
+
+def share_kernels(kernels: list[str], lines: list[str]) -> tuple[list[str], list[str]]:
+    """Keep one copy of kernels that differ only in names (the repeated blocks of a network),
+    and launch it wherever the others were: Triton then compiles and tunes it once."""
+    kept, seen, rename = [], {}, {}
+    for kernel in kernels:
+        found = _KERNEL_NAME.search(kernel)
+        if found is None:
+            kept.append(kernel)
+            continue
+        name = found.group(1)
+        try:
+            shape = _shape_of(kernel, name)
+        except (tokenize.TokenError, IndentationError):
+            kept.append(kernel)
+            continue
+        if shape in seen:
+            rename[name] = seen[shape]
+        else:
+            seen[shape] = name
+            kept.append(kernel)
+    if not rename:
+        return kernels, lines
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
+    return kept, [pattern.sub(lambda m: rename[m.group(1)], line) for line in lines]
+
+
 def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], outputs: list[str],
              description: str) -> str:
     new_name = problem.candidate_class
+    kernels, forward_lines = share_kernels(kernels, forward_lines)
     head, used = class_body(problem, new_name)
     tree = ast.parse(problem.source)
     # the file's own imports (aliases too: `import torch as th`), helpers and constants

@@ -1,0 +1,27 @@
+"""RegNetX-400MF (Radosavovic et al. 2020): torchvision.models.regnet_x_400mf(weights=None, num_classes=10) from torchvision (BSD-3), random weights."""
+
+import torch
+import torch.nn as nn
+import torchvision
+
+SIZE = "small"  # "full": realistic GPU sizes (benchmarks/corpus_gpu.sh switches a copy)
+B, HW = {"small": (2, 64), "full": (32, 224)}[SIZE]
+CLASSES = 10
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = torchvision.models.regnet_x_400mf(weights=None, num_classes=CLASSES)
+        self.model.eval()
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def get_inputs():
+    return [torch.randn(B, 3, HW, HW)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,27 @@
+"""ResNet-50 (He et al. 2015, bottleneck blocks): torchvision.models.resnet50(weights=None, num_classes=10) from torchvision (BSD-3), random weights."""
+
+import torch
+import torch.nn as nn
+import torchvision
+
+SIZE = "small"  # "full": realistic GPU sizes (benchmarks/corpus_gpu.sh switches a copy)
+B, HW = {"small": (2, 64), "full": (16, 224)}[SIZE]
+CLASSES = 10
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = torchvision.models.resnet50(weights=None, num_classes=CLASSES)
+        self.model.eval()
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def get_inputs():
+    return [torch.randn(B, 3, HW, HW)]
+
+
+def get_init_inputs():
+    return []

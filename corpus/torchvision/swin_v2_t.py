@@ -1,0 +1,27 @@
+"""Swin-V2-T (Liu et al. 2022, cosine attention, log-spaced position bias): torchvision.models.swin_v2_t(weights=None, num_classes=10) from torchvision (BSD-3), random weights."""
+
+import torch
+import torch.nn as nn
+import torchvision
+
+SIZE = "small"  # "full": realistic GPU sizes (benchmarks/corpus_gpu.sh switches a copy)
+B, HW = {"small": (2, 64), "full": (16, 224)}[SIZE]
+CLASSES = 10
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = torchvision.models.swin_v2_t(weights=None, num_classes=CLASSES)
+        self.model.eval()
+
+    def forward(self, x):
+        return self.model(x)
+
+
+def get_inputs():
+    return [torch.randn(B, 3, HW, HW)]
+
+
+def get_init_inputs():
+    return []
