@@ -273,16 +273,15 @@ def _shape(t) -> list[int]:
     return [_hint(s) for s in t.shape] if hasattr(t, "shape") else []
 
 
-# Python scalar arithmetic on symbolic sizes (B * 4, B // 2): generated code calls these by name
-_SCALAR_MODULES = {"_operator": "operator", "math": "math", "torch": "torch"}
-
-
 def _target(fn) -> str:
-    """`aten.view.default` for operators; `operator.mul`, `torch.sym_max` for scalar functions."""
-    module = _SCALAR_MODULES.get(getattr(fn, "__module__", None))
-    if module and not hasattr(fn, "_schema"):
-        return f"{module}.{fn.__name__}"
-    return str(fn)
+    """`aten.view.default` for operators; for the Python functions on sizes that tracing keeps
+    (B * 4, B // 2, sym_max) the dotted name generated code calls them by: `operator.mul`,
+    `torch.sym_max`, `builtins.float`."""
+    if hasattr(fn, "_schema"):
+        return str(fn)
+    module = getattr(fn, "__module__", None) or "builtins"
+    module = "operator" if module == "_operator" else module
+    return f"{module}.{getattr(fn, '__name__', fn)}"
 
 
 def _convert(ep) -> Graph:

@@ -61,7 +61,7 @@ class Fragment:
 
     @property
     def label(self) -> str:
-        return ", ".join(n.op or n.target.split(".")[1] for n in self.nodes)
+        return ", ".join(n.op or (n.target.split(".") + [""])[1] or n.target for n in self.nodes)
 
 
 class Program:

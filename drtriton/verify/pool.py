@@ -121,7 +121,11 @@ class Worker:
                 ready = False
             if ready:
                 try:
-                    return json.loads(self.conn.recv_bytes(MAX_REPLY))
+                    reply = json.loads(self.conn.recv_bytes(MAX_REPLY))
+                    if reply.get("device_lost") and self.broken is None:
+                        # the reply stands; the worker exits and is not reused
+                        self.broken = f"its GPU context failed ({reply['device_lost']})"
+                    return reply
                 except (EOFError, OSError):
                     self._die(self._exit_reason())
                 except (ValueError, UnicodeDecodeError):

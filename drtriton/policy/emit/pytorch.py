@@ -12,6 +12,10 @@ from . import Emitted
 
 def render_arg(program: Program, a) -> str:
     if isinstance(a, dict) and "value" in a:
+        v = program.values[a["value"]]
+        if v.kind == "const" and v.dtype.startswith("torch.") and not isinstance(v.literal, (list, type(None))):
+            # a 0-d tensor constant: aten calls want a tensor there, not the Python number
+            return f"torch.tensor({v.literal!r}, dtype={v.dtype}, device={program.device()})"
         return program.expr(a["value"])
     if isinstance(a, dict) and "device" in a:
         return program.device()
@@ -28,7 +32,7 @@ def call(program: Program, node) -> str:
     target = node.target  # e.g. aten.conv2d.default, or operator.mul on sizes
     args = [render_arg(program, a) for a in node.args]
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items()]
-    fn = target if target.split(".")[0] in ("operator", "math", "torch") else f"torch.ops.{target}"
+    fn = f"torch.ops.{target}" if target.startswith(("aten.", "prims.")) else target.removeprefix("builtins.")
     return f"{fn}({', '.join(args)})"
 
 

@@ -64,7 +64,23 @@ def main() -> None:
         except Exception as e:  # a bug of ours, or an exotic failure: report, don't die silently
             reply = {"ok": False, "kind": "internal", "error": f"{type(e).__name__}: {e}",
                      "traceback": traceback.format_exc(limit=8)}
+        lost = settings["device"] == "cuda" and _device_lost()
+        if lost:  # a device-side assert or a fault: this process's CUDA context is gone for good
+            reply["device_lost"] = lost
         conn.send_bytes(json.dumps(reply, default=str).encode())
+        if lost:
+            return  # the pool starts a fresh worker for whatever comes next
+
+
+def _device_lost() -> str:
+    """Why this process's CUDA context can no longer run anything ('' while it can)."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return ""
 
 
 if __name__ == "__main__":
