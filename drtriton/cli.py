@@ -62,6 +62,9 @@ def format_verdict(v) -> str:
                         f", torch.compile: {t.compile_note or 'not measured'}"))
     if v.triton_kernels:
         lines.append(f"  Triton kernels: {', '.join(v.triton_kernels)}")
+    if v.shapes_checked:
+        lines.append("  input shapes checked: " + "; ".join(
+            " ".join(str(tuple(s)) for s in config) or "no tensors" for config in v.shapes_checked))
     if v.pytorch_ops:
         lines.append("  PyTorch ops in forward: " + ", ".join(f"{k} x{n}" for k, n in sorted(v.pytorch_ops.items())))
     for f in v.flags:

@@ -19,7 +19,9 @@ def test_honest_candidates_are_correct(cpu_verifier, kind):
     v = cpu_verifier.verify(problem(ref, kind), cand)
     assert v.correct, v.reasons
     assert v.status == "correct"
-    assert len(v.trials) == 7 and all(t.passed for t in v.trials)
+    assert len(v.trials) == 8 and all(t.passed for t in v.trials)
+    assert [t.phase for t in v.trials].count("other_shapes") == 1  # another batch size
+    assert len(v.shapes_checked) == 2, v.shapes_checked
     assert v.triton_kernels
     assert v.pytorch_ops == {}
     assert v.speed_note == "not measured (no CUDA device)"
@@ -227,6 +229,8 @@ def test_a_near_miss_against_an_fp32_reference_below_its_resolution_goes_to_floa
     v = cpu_verifier.verify(problem(CENTERED_MEAN, "centered mean"), CENTERED_MEAN_F64)
     assert v.correct, v.reasons
     assert any("float64" in t.note for t in v.trials), [t.note for t in v.trials]
+    other = [t for t in v.trials if t.phase == "other_shapes"]  # the float64 run takes those shapes too
+    assert len(other) == 1 and other[0].passed and "float64" in other[0].note, other
 
 
 def test_the_float64_arbiter_declines_a_reference_that_draws_random_numbers(tmp_path):

@@ -202,7 +202,8 @@ def _conv_transpose(b: _Builder, conv: Node, dims, keepdim, mean, out_shape) -> 
         per_channel = bias["value"] if mean else b.add("aten.mul.Tensor", [bias, positions], [co])
         z = b.add("aten.add.Tensor", [{"value": z}, {"value": per_channel}], [n, co])
     if keepdim:
-        z = b.add("aten.view.default", [{"value": z}, list(out_shape)], out_shape)
+        # -1 for the batch: the converted module takes other batch sizes
+        z = b.add("aten.view.default", [{"value": z}, [-1, *out_shape[1:]]], out_shape)
     return z
 
 

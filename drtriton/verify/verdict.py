@@ -40,7 +40,7 @@ class Trial:
     """One comparison of the candidate's output with the reference's on fresh inputs."""
 
     index: int
-    phase: str  # "initial" or "after_timing"
+    phase: str  # "initial", "after_timing" or "other_shapes" (a second input configuration)
     passed: bool
     max_abs_error: float | None = None
     max_rel_error: float | None = None
@@ -106,6 +106,9 @@ class Verdict:
     settings: dict = field(default_factory=dict)
     elapsed_s: float = 0.0
     phases_s: dict[str, float] = field(default_factory=dict)  # where the time went
+    # the input configurations checked, each the shapes of the tensor inputs: get_inputs()'s,
+    # then (full checks) one with another leading dimension, where the reference takes it
+    shapes_checked: list[list[list[int]]] = field(default_factory=list)
 
     @property
     def triton_computes(self) -> bool:
@@ -119,8 +122,9 @@ class Verdict:
         if not self.correct:
             why = self.reasons[0] if self.reasons else self.status
             return f"{self.status}: {why}"
-        passed = sum(t.passed for t in self.trials)
-        parts = [f"correct on {passed}/{len(self.trials)} trials"]
+        own = [t for t in self.trials if t.phase != "other_shapes"]  # on get_inputs()'s shapes
+        passed = sum(t.passed for t in own)
+        parts = [f"correct on {passed}/{len(own)} trials"]
         if not self.triton_computes:
             parts[0] += ", but not a conversion: no computation runs in Triton"
         if self.speedup_eager is not None:

@@ -3,6 +3,7 @@
     static checks  ->  reference prepared (reference worker)
                    ->  candidate loaded (candidate worker)
                    ->  trials: inputs from secret seeds, run, compare in the reference worker
+                   ->  (full checks) a trial with another batch size, where the reference takes it
                    ->  timing on CUDA (exclusive GPU), then re-checks with new inputs
                    ->  Verdict
 
@@ -17,7 +18,7 @@ import contextlib
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -133,10 +134,13 @@ class Verifier:
         progress: Callable[[str], None] | None = None,
         quick: bool = False,
         mode: str | None = None,
+        other_shapes: bool | None = None,
     ) -> Verdict:
         """Check `source` against `problem`. Setting `cancel` stops the check (raising
         `Cancelled`); `progress` receives a short line at each step. `quick` (the search's
-        fragment checks): the same correctness checks, timing against eager only, fewer calls.
+        fragment checks): the same correctness checks on get_inputs()'s shapes, timing against
+        eager only, fewer calls. `other_shapes`: also check a second input configuration (another
+        batch size: a trial of phase "other_shapes"); by default in full checks, not quick ones.
         `mode` overrides the configured strict/mixed mode for this check."""
         if mode not in (None, "strict", "mixed"):
             raise ValueError(f"mode must be strict or mixed, not {mode!r}")
@@ -144,7 +148,8 @@ class Verifier:
         progress = progress or (lambda _msg: None)
         while True:
             alone = problem.key in self._alone
-            check = _Check(self, problem, cancel, progress, quick, mode or self.config.mode, alone=alone)
+            check = _Check(self, problem, cancel, progress, quick, mode or self.config.mode, alone=alone,
+                           other_shapes=not quick if other_shapes is None else other_shapes)
             try:
                 with self._memory(alone):
                     check.run(source, candidate_class)
@@ -223,7 +228,9 @@ class _Check:
     quick: bool = False
     mode: str = "strict"
     alone: bool = False  # holds the GPU's memory alone (a large problem)
+    other_shapes: bool = False  # also check a second input configuration (another batch size)
     verdict: Verdict = field(init=False)
+    other_sizes: str = field(default="", init=False)  # "a leading dimension of 32 instead of 64"
     launches: list | None = None  # the launch sequence of the first verified call
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
     reference_outputs: list = field(default_factory=list)
@@ -261,6 +268,8 @@ class _Check:
         self.phase_done("reference")
         v.flags += prep["flags"]
         v.settings["training"] = prep["training"]
+        if "input_shapes" in prep:
+            v.shapes_checked = [prep["input_shapes"]]
         if "torch.float32" in {o["dtype"] for o in prep["outputs"]} | set(prep["input_dtypes"]):
             if report.reduced_precision:
                 raise _Fault(V.REJECTED, "reduced precision in an fp32 problem: "
@@ -282,6 +291,8 @@ class _Check:
             for i in range(self.config.trials):
                 self.trial(i, "initial", extra_calls=i % 2)  # vary the number of calls
                 self.progress(f"trial {i + 1}/{self.config.trials} passed")
+            if self.other_shapes:  # before timing: a candidate wrong there is not worth timing
+                self.trial(len(v.trials), "other_shapes", extra_calls=0)
             self.phase_done("trials")
             if self.cuda:
                 self.progress("timing against eager and torch.compile")
@@ -289,7 +300,7 @@ class _Check:
             else:
                 v.speed_note = NO_CUDA
             for i in range(self.config.after_timing_trials):
-                self.trial(self.config.trials + i, "after_timing", extra_calls=0)
+                self.trial(len(v.trials), "after_timing", extra_calls=0)
             self.phase_done("trials")
             self.candidate_call({"op": "trim"})
         with self.pool.reference() as ref:
@@ -354,28 +365,53 @@ class _Check:
         return reply
 
     def trial(self, index: int, phase: str, extra_calls: int) -> None:
+        """One trial; phase "other_shapes": on the second input configuration (another leading
+        dimension, drawn in both workers by `make_other_inputs`), where the reference runs first
+        and a reference that cannot take it means no such trial (a flag, no failure)."""
         v, key = self.verdict, self.problem.key
         seed = secrets.randbits(62)
+        other = phase == "other_shapes"
         with self.verifier.gpu.shared() if self.cuda else contextlib.nullcontext():
-            # The two workers compute at the same time; neither sees the other's tensors.
-            reference = self.verifier.background.submit(
-                self.reference_call, {"op": "reference", "key": key, "seed": seed})
+            if other:
+                r = self.reference_call({"op": "reference", "key": key, "seed": seed, "other_shapes": True})
+                if r.get("skipped"):
+                    v.flags.append(f"no second input configuration checked: {r['skipped']}")
+                    return
+                n, m = r["sizes"]
+                self.other_sizes = f"a leading dimension of {m} instead of {n}"
+                v.shapes_checked.append(r["shapes"])
+                self.progress(f"checking inputs with {self.other_sizes}")
+                reference = Future()
+                reference.set_result(r)
+            else:
+                # The two workers compute at the same time; neither sees the other's tensors.
+                reference = self.verifier.background.submit(
+                    self.reference_call, {"op": "reference", "key": key, "seed": seed})
             try:
                 c = self.candidate_call({"op": "run", "seed": seed, "extra_calls": extra_calls,
-                                         "reuse_buffers": phase == "after_timing"})
-            except BaseException:
+                                         "reuse_buffers": phase == "after_timing", "other_shapes": other})
+            except BaseException as e:
                 with contextlib.suppress(Exception):
                     reference.result()
                     with self.pool.reference() as ref:
                         ref.call({"op": "release", "key": key, "seed": seed}, self.config.timeout_s)
+                if other and isinstance(e, _Fault) and e.status != V.ERROR:
+                    raise _Fault(e.status, f"fails for inputs with {self.other_sizes} (other input "
+                                           f"shapes): {e.reason}") from None
+                if other and isinstance(e, WorkerDied):
+                    raise _Fault(V.FAILED, f"fails for inputs with {self.other_sizes} (other input "
+                                           f"shapes): the worker running it {e}") from None
                 raise
             r = reference.result()
             if c["input_fingerprint"] != r["input_fingerprint"]:
                 raise _Fault(V.ERROR, f"{self.problem.inputs_fn}() gives different inputs for the "
                                       "same seed: make it draw only from torch's random generator")
-            cmp = self.reference_call({"op": "compare", "key": key, "seed": seed, "files": c["files"]})
+            cmp = self.reference_call({"op": "compare", "key": key, "seed": seed, "files": c["files"],
+                                       "other_shapes": other})
             self.candidate_call({"op": "release"})
-        if self.launches is None:
+        if other:  # other grids, maybe other kernels: no launch sequence to compare
+            v.triton_kernels = sorted(set(v.triton_kernels) | {name.split("[")[0] for name in c["launches"]})
+        elif self.launches is None:
             self.launches = c["launches"]
             v.triton_kernels = sorted({name.split("[")[0] for name in c["launches"]})
         elif c["launches"] != self.launches:
@@ -383,13 +419,17 @@ class _Check:
                                      f"{self.launches}): behaviour depends on the call count")
         for op, n in c["pytorch_ops"].items():
             v.pytorch_ops[op] = max(v.pytorch_ops.get(op, 0), n)
-        self.candidate_outputs.append(c["output_fingerprint"])
-        self.reference_outputs.append(r["output_fingerprint"])
+        if not other:
+            self.candidate_outputs.append(c["output_fingerprint"])
+            self.reference_outputs.append(r["output_fingerprint"])
         trial = Trial(index=index, phase=phase, passed=cmp["passed"],
                       **{k: cmp.get(k) for k in ("max_abs_error", "max_rel_error", "rel_error_norm")},
                       mismatched=cmp.get("mismatched", 0), total=cmp.get("total", 0),
                       note=cmp.get("note", ""))
         v.trials.append(trial)
+        if not trial.passed and other:
+            raise _Fault(V.INCORRECT, f"wrong for inputs with {self.other_sizes} (other input shapes): "
+                                      f"{trial.note or 'mismatch'}")
         if not trial.passed:
             when = (f"on trial {index + 1}" if phase == "initial"
                     else f"on re-check {index + 1} (new inputs in the buffers of earlier calls)")

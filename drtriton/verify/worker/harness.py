@@ -131,12 +131,14 @@ class ReferenceHarness:
         # These calls moved the buffers in training mode (batch-norm running statistics, which
         # eval mode reads); the candidate starts from the constructed state, so must the reference.
         runtime.model.load_state_dict(runtime.initial_state)
+        runtime.output_structure = _structure(first)  # what a second input configuration must give
         self._keep(key, runtime)
         in_bytes = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
         return {
             "ok": True,
             "outputs": _output_specs(first),
             "input_dtypes": sorted({str(v.dtype) for v in inputs if isinstance(v, torch.Tensor)}),
+            "input_shapes": [list(v.shape) for v in inputs if isinstance(v, torch.Tensor)],
             "input_bytes": in_bytes,
             "output_bytes": sum(t.numel() * t.element_size() for t in first),
             "state_fingerprint": runtime.initial_fingerprint,
@@ -187,15 +189,46 @@ class ReferenceHarness:
                 continue
             if not unknown_constants(graph):
                 break
+        if unknown_constants(graph):
+            return {"ok": False, "kind": "capture", "error": "forward creates a constant tensor too large to write "
+                    "into the module (register it as a buffer in __init__)"}
         return {"ok": True, "graph": graph.to_dict()}
 
     def op_reference(self, req: dict) -> dict:
         runtime = self.problems[req["key"]]
+        if req.get("other_shapes"):
+            return self._reference_other_shapes(runtime, req)
         inputs, fp = runtime.make_inputs(req["seed"])
         with torch.no_grad():
             outputs = self._forward(runtime, inputs)
         self.outputs[(req["key"], req["seed"])] = outputs
         return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs)}
+
+    def _reference_other_shapes(self, runtime: ProblemRuntime, req: dict) -> dict:
+        """The reference on the trial's second input configuration (`make_other_inputs`). A
+        reference that has none (no batched tensor input), raises on it or returns outputs of
+        another structure (count, dtypes, ranks) has no second configuration: the reply says
+        `skipped` and why, and keeps nothing."""
+        made = runtime.make_other_inputs(req["seed"])
+        if made is None:
+            return {"ok": True, "skipped": "no tensor input with a leading dimension"}
+        inputs, fp, n, m = made
+        sizes = f"a leading dimension of {m} instead of {n}"
+        try:
+            with torch.no_grad():
+                outputs = self._forward(runtime, inputs)
+        except ProblemFault as e:
+            if isinstance(e.__context__, torch.OutOfMemoryError):
+                _release_cached_memory(self.settings)
+                return {"ok": True, "skipped": f"the reference runs out of memory with {sizes}"}
+            return {"ok": True, "skipped": f"the reference cannot take inputs with {sizes}: {e}"}
+        expected = getattr(runtime, "output_structure", None)
+        if expected is not None and _structure(outputs) != expected:
+            return {"ok": True, "skipped": f"the reference returns outputs of another structure for "
+                                           f"inputs with {sizes}"}
+        self.outputs[(req["key"], req["seed"])] = outputs
+        return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs),
+                "sizes": [n, m], "shapes": [list(v.shape) for v in inputs if isinstance(v, torch.Tensor)]}
 
     def op_compare(self, req: dict) -> dict:
         refs = self.outputs.pop((req["key"], req["seed"]))
@@ -208,7 +241,8 @@ class ReferenceHarness:
             results = [compare(out, ref, tol) for out, ref, tol in zip(outs, refs, tols)]
             failed = [i for i, c in enumerate(results) if not c.passed]
             if failed and all(is_near_miss(results[i], refs[i]) for i in failed):
-                results = self._arbitrate(req["key"], req["seed"], outs, refs, tols, results, failed)
+                results = self._arbitrate(req["key"], req["seed"], outs, refs, tols, results, failed,
+                                          other_shapes=bool(req.get("other_shapes")))
             del outs  # releases the CUDA IPC mappings
         finally:
             transfer.remove(specs)
@@ -224,11 +258,11 @@ class ReferenceHarness:
             "note": "; ".join(c.note for c in results if c.note),
         }
 
-    def _arbitrate(self, key, seed, outs, refs, tols, results, failed) -> list:
+    def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False) -> list:
         """Near misses judged against the reference run in float64 (compare_with_exact). The
         fp32 results stand, with a note saying why, when there is no faithful float64 run."""
         try:
-            exact, why = self._exact_outputs(key, seed, len(refs))
+            exact, why = self._exact_outputs(key, seed, len(refs), other_shapes)
             judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
         except torch.OutOfMemoryError:
             why, judged = "out of memory", {}
@@ -242,7 +276,8 @@ class ReferenceHarness:
                 results[i] = replace(results[i], note=f"{results[i].note}; {more}")
         return results
 
-    def _exact_outputs(self, key: str, seed: int, count: int) -> tuple[list[torch.Tensor] | None, str]:
+    def _exact_outputs(self, key: str, seed: int, count: int,
+                       other_shapes: bool = False) -> tuple[list[torch.Tensor] | None, str]:
         """The reference again, built afresh and run in float64 on the trial's inputs (the arbiter
         of near misses), or None and why it is no faithful exact run: it raises, runs out of
         memory, returns something else, or draws random numbers (its outputs would be other
@@ -253,7 +288,13 @@ class ReferenceHarness:
             model = runtime.build(runtime.cls)
             model.load_state_dict(runtime.initial_state)
             model.train(runtime.model.training).double()
-            inputs, _ = runtime.make_inputs(seed)
+            if other_shapes:  # the trial's second input configuration
+                made = runtime.make_other_inputs(seed)
+                if made is None:
+                    return None, "no second input configuration"
+                inputs = made[0]
+            else:
+                inputs, _ = runtime.make_inputs(seed)
             inputs = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                       for v in inputs]
             before = _rng_states(runtime.device)
@@ -434,10 +475,16 @@ class CandidateHarness:
     def op_run(self, req: dict) -> dict:
         if self.candidate is None:
             raise CandidateFault("failed", "no candidate loaded")
-        inputs, fp = self.runtime.make_inputs(req["seed"])
-        if req.get("reuse_buffers"):
-            inputs = _into_buffers(inputs, self.last_inputs)
-        self.last_inputs = inputs
+        if req.get("other_shapes"):  # the second input configuration: no buffers kept for re-checks
+            made = self.runtime.make_other_inputs(req["seed"])
+            if made is None:
+                raise ProblemFault("no second input configuration")
+            inputs, fp = made[0], made[1]
+        else:
+            inputs, fp = self.runtime.make_inputs(req["seed"])
+            if req.get("reuse_buffers"):
+                inputs = _into_buffers(inputs, self.last_inputs)
+            self.last_inputs = inputs
         saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         for _ in range(req.get("extra_calls", 0)):  # vary the call count (warm-up tricks)
             self._call_candidate(inputs, None)
@@ -544,6 +591,11 @@ class CandidateHarness:
             "triton_share": triton_ms / total_ms if total_ms else None,
             "bandwidth_bytes_per_ms": self.bandwidth,
         }
+
+
+def _structure(outputs: list[torch.Tensor]) -> list[list]:
+    """What stays the same when only the batch size changes: the count, dtypes and ranks."""
+    return [[str(t.dtype), t.dim()] for t in outputs]
 
 
 def _rng_states(device: str) -> list:

@@ -155,3 +155,33 @@ class ProblemRuntime:
         values = [move(v, self.device) for v in values]
         return values, (fingerprint(values) if self.device != "meta" else "")
 
+    def make_other_inputs(self, seed: int) -> tuple[list, str, int, int] | None:
+        """Inputs for the second configuration of a trial (a drop-in takes other batch sizes):
+        the inputs for `seed` with the leading dimension of every tensor that shares the first
+        tensor input's leading size changed, halved when it is at least 2 (its first rows, in a
+        tensor of their own), else 2 (the new row drawn by `get_inputs` for the next seed);
+        other arguments unchanged. Returns (inputs, fingerprint, old size, new size), or None
+        when there is no first tensor input with a leading dimension."""
+        values, _ = self.make_inputs(seed)
+        first = next((v for v in values if isinstance(v, torch.Tensor)), None)
+        if first is None or first.dim() == 0 or first.shape[0] == 0:
+            return None
+        n = first.shape[0]
+        m = n // 2 if n >= 2 else 2
+
+        def batched(v) -> bool:
+            return isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n
+
+        if m < n:
+            values = [v[:m].clone() if batched(v) else v for v in values]
+        else:
+            more, _ = self.make_inputs((seed + 1) % 2**62)
+            if len(more) != len(values):
+                more = values
+            values = [
+                torch.cat([v, w if isinstance(w, torch.Tensor) and w.shape == v.shape and w.dtype == v.dtype
+                           and w.device == v.device else v])[:m] if batched(v) else v
+                for v, w in zip(values, more)
+            ]
+        return values, (fingerprint(values) if self.device != "meta" else ""), n, m
+
