@@ -264,9 +264,9 @@ def _dtype(t) -> str:
     return {"SymInt": "int", "SymFloat": "float", "SymBool": "bool"}.get(type(t).__name__, type(t).__name__)
 
 
-def _hint(size) -> int:
-    """A size as the example inputs have it (symbolic sizes carry their example value)."""
-    return size if isinstance(size, int) else int(size.node.hint)
+def _hint(value):
+    """A size (or other number) as the example inputs have it: symbolic ones carry it."""
+    return value if isinstance(value, (int, float, bool)) else value.node.hint
 
 
 def _shape(t) -> list[int]:
@@ -350,8 +350,7 @@ def _convert(ep) -> Graph:
                     values[name] = Value(name, _shape(o), _dtype(o), "node")
                 elif isinstance(o, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
                     # a size: x.shape[0], B * 4; `literal` is its value for the example inputs
-                    hint = o if isinstance(o, (int, float, bool)) else o.node.hint
-                    values[name] = Value(name, [], _dtype(o), "node", literal=hint)
+                    values[name] = Value(name, [], _dtype(o), "node", literal=_hint(o))
             # In place on the module's state (num_batches_tracked += 1) is a side effect, not part of
             # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
             in_place = target.endswith("_.Tensor") or target.endswith("_.default")

@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 from .capture import CaptureError
+from .errors import describe_exception
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
-from .errors import describe_exception
 from .policy.emit import Unsupported
 from .policy.fold import fold_linear_reductions
 from .policy.fragments import fragment_task

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from ..capture import Graph
+from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
-from ..errors import describe_exception
 from .emit import Emitted, Names, Unsupported
 from .emit import attention, batchnorm, conv, elementwise, loss, matmul, norms, pool, pytorch, rows, scan
 from .module import assemble

@@ -61,7 +61,8 @@ class Fragment:
 
     @property
     def label(self) -> str:
-        return ", ".join(n.op or (n.target.split(".") + [""])[1] or n.target for n in self.nodes)
+        # aten.view.default -> view, operator.mul -> mul
+        return ", ".join(n.op or (n.target.split(".")[1] if "." in n.target else n.target) for n in self.nodes)
 
 
 class Program:
@@ -86,7 +87,7 @@ class Program:
             return v.access or "self." + v.fqn
         if v.kind == "const":
             if isinstance(v.literal, list):  # a tensor forward made from data, made alike
-                return f"torch.tensor({v.literal!r}, dtype={v.dtype}, device={self.device()})"
+                return self.constant_tensor(value)
             return repr(v.literal)
         if value not in self._names:
             base = value.replace(".", "_")
@@ -94,6 +95,11 @@ class Program:
                 base = f"{base}_"
             self._names[value] = base
         return self._names[value]
+
+    def constant_tensor(self, value: str) -> str:
+        """A constant's values as forward makes the tensor: `torch.tensor(...)` on its device."""
+        v = self.values[value]
+        return f"torch.tensor({v.literal!r}, dtype={v.dtype}, device={self.device()})"
 
     def device(self) -> str:
         """Where forward's tensors live: the device of its first tensor input (or parameter)."""

@@ -395,12 +395,11 @@ class _Check:
                     reference.result()
                     with self.pool.reference() as ref:
                         ref.call({"op": "release", "key": key, "seed": seed}, self.config.timeout_s)
+                failing = f"fails for inputs with {self.other_sizes} (other input shapes)"
                 if other and isinstance(e, _Fault) and e.status != V.ERROR:
-                    raise _Fault(e.status, f"fails for inputs with {self.other_sizes} (other input "
-                                           f"shapes): {e.reason}") from None
+                    raise _Fault(e.status, f"{failing}: {e.reason}") from None
                 if other and isinstance(e, WorkerDied):
-                    raise _Fault(V.FAILED, f"fails for inputs with {self.other_sizes} (other input "
-                                           f"shapes): the worker running it {e}") from None
+                    raise _Fault(V.FAILED, f"{failing}: the worker running it {e}") from None
                 raise
             r = reference.result()
             if c["input_fingerprint"] != r["input_fingerprint"]:

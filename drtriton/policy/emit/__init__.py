@@ -20,7 +20,6 @@ class Unsupported(Exception):
     """This emitter cannot generate this fragment; the message says why."""
 
 
-
 @dataclass
 class Emitted:
     kernels: list[str]  # @triton.jit sources

@@ -13,9 +13,9 @@ from . import Emitted
 def render_arg(program: Program, a) -> str:
     if isinstance(a, dict) and "value" in a:
         v = program.values[a["value"]]
-        if v.kind == "const" and v.dtype.startswith("torch.") and not isinstance(v.literal, (list, type(None))):
+        if v.kind == "const" and v.dtype.startswith("torch.") and v.literal is not None:
             # a 0-d tensor constant: aten calls want a tensor there, not the Python number
-            return f"torch.tensor({v.literal!r}, dtype={v.dtype}, device={program.device()})"
+            return program.constant_tensor(a["value"])
         return program.expr(a["value"])
     if isinstance(a, dict) and "device" in a:
         return program.device()

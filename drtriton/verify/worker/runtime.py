@@ -184,4 +184,3 @@ class ProblemRuntime:
                 for v, w in zip(values, more)
             ]
         return values, (fingerprint(values) if self.device != "meta" else ""), n, m
-
