@@ -150,7 +150,10 @@ def cmd_bench(args) -> int:
     write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "
           f"fast_1 vs eager {summary['fast_p_eager']['1.0']:.1%}, "
-          f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%}; report in {out}/report.md")
+          f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%} "
+          f"({summary['fast_p_eager_heavy_in_triton']['1.0']:.1%} / "
+          f"{summary['fast_p_compile_heavy_in_triton']['1.0']:.1%} with GEMM, conv and attention in Triton); "
+          f"report in {out}/report.md")
     return 0 if summary["correct"] else 1
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from drtriton.bench import BenchEntry, summarize
+from drtriton.bench import BenchEntry, report_markdown, summarize
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
 from verifier_cases import HACKS, RELU, RELU_OK, ROW_SUM, ROW_SUM_OK, SOFTMAX
@@ -99,6 +99,19 @@ def test_a_plan_with_no_computation_in_triton_is_not_counted_as_a_conversion():
     s = summarize([_entry("a", True, 2.5, 1.2, share=0.4), library_only])
     assert s["correct"] == 1 and s["statuses"] == {"correct": 1, "not converted": 1}
     assert s["fast_p_eager"]["1.0"] == 0.5
+
+
+def test_fast_p_is_also_given_over_plans_whose_heavy_operators_run_in_triton():
+    cudnn = _entry("conv", True, 3.0, 2.0, share=0.3)  # correct and fast, but the conv is cuDNN's
+    cudnn.verdict.pytorch_ops = {"convolution.default": 1}
+    own = _entry("own", True, 1.5, 0.9, share=0.9)
+    own.verdict.pytorch_ops = {"cat.default": 1}  # light PyTorch ops do not disqualify
+    assert cudnn.verdict.heavy_ops_in_pytorch == ["convolution.default"] and own.verdict.heavy_ops_in_pytorch == []
+    s = summarize([cudnn, own])
+    assert s["fast_p_eager"]["2.0"] == 0.5 and s["fast_p_eager_heavy_in_triton"]["2.0"] == 0.0
+    assert s["fast_p_eager_heavy_in_triton"] == {"0.0": 0.5, "1.0": 0.5, "1.5": 0.0, "2.0": 0.0}
+    assert s["correct_heavy_in_triton"] == 1
+    assert "GEMM / conv / attention in Triton" in report_markdown([cudnn, own], s, "t")
 
 
 def test_id_ranges_and_entries_round_trip():

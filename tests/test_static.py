@@ -41,7 +41,17 @@ REFUSED = {
     "precision flag": ("torch.backends.cuda.matmul.allow_tf32 = True\nreturn x", "patching"),
     "delete": ("del torch.nn.functional.relu\nreturn x", "patching"),
     "torch_function": ("return x", "__torch_function__"),
+    "getattr private": ("return getattr(torch, '_C')._VariableFunctions.relu(x)", "._C"),
+    "getattr computed": ("return getattr(torch, 'r' + 'elu')(x)", "computed name"),
+    "getattr as attribute": ("return getattr(torch, 'compile')(torch.relu)(x)", "torch.compile does the work"),
+    "_C through an alias": ("return torch.nn.functional.torch._C._nn.gelu(x)", "._C"),
 }
+
+
+def test_getattr_on_self_and_with_plain_names_is_fine():
+    body = "w = getattr(self, 'weight', None)\nk = getattr(self, 'k' + '1', 0)\nreturn getattr(torch, 'relu')(x)"
+    report = check_source(forward(body), CLASSES, "Model")
+    assert report.ok, [str(f) for f in report.errors]
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))

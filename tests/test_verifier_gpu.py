@@ -8,7 +8,7 @@ from conftest import has_cuda
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA device")]
 
 from drtriton.problem import from_source  # noqa: E402
-from verifier_cases import HACKS, HONEST, RELU, RELU_OK  # noqa: E402
+from verifier_cases import HACKS, HONEST, MATMUL_LARGE, MATMUL_OK, RELU, RELU_OK, TIMING_HACKS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,28 @@ def test_each_reward_hack_is_refused_on_the_gpu(gpu_verifier, name):
     assert not v.correct, v.summary
     statuses = status if isinstance(status, tuple) else (status,)
     assert v.status in statuses, (v.status, v.reasons)
+
+
+@pytest.mark.parametrize("name", sorted(TIMING_HACKS))
+def test_each_timing_hack_is_refused_for_its_reason(gpu_verifier, name):
+    """Cheats that only pay while timed: remembered results (a content-keyed cache), work
+    skipped once the calls outnumber the trials' or while the timing's buffers are allocated."""
+    ref, cand, status, reason = TIMING_HACKS[name]
+    v = gpu_verifier.verify(from_source(ref, name=name), cand)
+    assert not v.correct, (v.summary, v.timings)
+    statuses = status if isinstance(status, tuple) else (status,)
+    assert v.status in statuses, (v.status, v.reasons)
+    assert reason in " ".join(v.reasons), v.reasons
+
+
+def test_an_honest_gemm_is_timed_on_new_inputs_with_its_outputs_checked(gpu_verifier):
+    """No false alarm from the defences: repeated calls run as fast as new ones, and the timed
+    outputs picked for comparison agree with the reference."""
+    v = gpu_verifier.verify(from_source(MATMUL_LARGE, name="gemm 2048"), MATMUL_OK)
+    assert v.correct, v.reasons
+    t = v.timings
+    assert t.outputs_checked >= 1 and t.replayed is not None and t.replayed.trials >= 4
+    assert 0.5 < t.replayed.median_ms / t.candidate.median_ms < 2.0
 
 
 def test_a_gpu_fault_does_not_spoil_the_next_verdict(gpu_verifier):

@@ -84,7 +84,7 @@ _BANNED_ATTRIBUTES = {
     "__bases__", "__mro__", "__closure__", "__getattribute__", "__setattr__", "__delattr__",
     "f_back", "f_globals", "f_locals", "gi_frame", "_getframe", "__reduce__", "__reduce_ex__",
     "__torch_function__", "__torch_dispatch__", "_make_subclass", "as_subclass",
-    "tolist", "numpy",
+    "tolist", "numpy", "_C",
 }
 
 # torch.<dotted> uses that are banned wherever they appear (prefix match on the resolved name).
@@ -309,6 +309,8 @@ class _Checker(ast.NodeVisitor):
                 target = node.args[0] if node.args else None
                 if not (isinstance(target, ast.Name) and target.id == "self"):
                     self.error(node, "setattr() on anything but self is patching")
+            if func.id in ("getattr", "hasattr") and full is None and len(node.args) >= 2:
+                self._check_getattr(node, node.args[0], node.args[1])
             if func.id == "type" and len(node.args) == 3:
                 self.error(node, "builds a class at run time with type()")
             if full:
@@ -319,6 +321,20 @@ class _Checker(ast.NodeVisitor):
         if name in ("triton.language.dot", "tl.dot") or name.endswith("language.dot"):
             self._check_dot(node)
         self.generic_visit(node)
+
+    def _check_getattr(self, node: ast.Call, obj: ast.AST, name: ast.AST) -> None:
+        """`getattr(obj, "name")` is checked as `obj.name`; a computed name (on anything but
+        self) could reach what no attribute check sees (`getattr(torch, "_" + "C")`)."""
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            if not (isinstance(obj, ast.Name) and obj.id == "self"):
+                self.error(node, f"getattr on {self.display(obj)} with a computed name: not allowed "
+                                 "(it hides what the candidate uses)")
+            return
+        if name.value in _BANNED_ATTRIBUTES:
+            self.error(node, f"uses .{name.value}: not allowed in a candidate")
+        base = self.resolve(obj)
+        if base:
+            self._check_full_name(node, f"{base}.{name.value}")
 
     def _check_dot(self, node: ast.Call) -> None:
         kw = {k.arg: k.value for k in node.keywords if k.arg}

@@ -19,6 +19,22 @@ FAILED = "failed"  # did not run to the end: compile error, exception, crash, ha
 ERROR = "error"  # the reference problem could not be built or fed
 
 
+def launched_kernel(signature: str) -> str:
+    """The kernel name in a launch signature, `name[grid](scalars)` (worker.guard writes them)."""
+    return signature.split("[", 1)[0].split("(", 1)[0]
+
+
+_HEAVY_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "tensordot",
+              "lstm", "gru", "rnn_tanh", "rnn_relu", "embedding_bag"}
+
+
+def is_heavy_op(op: str) -> bool:
+    """`convolution.default`, `addmm.default`, `_scaled_dot_product_flash_attention...`: an op
+    whose work is a library's (cuBLAS, cuDNN, flash attention) when PyTorch runs it."""
+    base = op.split(".")[0].lstrip("_")
+    return base in _HEAVY_OPS or base.startswith(("conv", "cudnn", "mkldnn", "miopen")) or "scaled_dot_product" in base
+
+
 @dataclass
 class Tolerance:
     atol: float
@@ -81,11 +97,13 @@ class Timing:
 
 @dataclass
 class Timings:
-    candidate: Timing
+    candidate: Timing  # on new input values every call
     eager: Timing
     compiled: Timing | None = None  # torch.compile (Inductor, default mode); None if it failed
     compile_note: str = ""
     memory_floor_ms: float | None = None  # bytes of inputs and outputs over measured bandwidth
+    replayed: Timing | None = None  # the candidate's calls on the previous call's inputs again
+    outputs_checked: int = 0  # timed calls whose outputs were compared with the reference
 
 
 @dataclass
@@ -115,6 +133,12 @@ class Verdict:
         """Whether Triton does part of the computation: a kernel ran and, where the GPU time
         was measured, took at least 1% of it. A plan without is no conversion."""
         return bool(self.triton_kernels) and (self.triton_share is None or self.triton_share >= 0.01)
+
+    @property
+    def heavy_ops_in_pytorch(self) -> list[str]:
+        """The PyTorch ops left in forward that carry a model's arithmetic (GEMM, convolution,
+        attention, recurrent layers): a speedup with these in cuBLAS / cuDNN is theirs."""
+        return sorted(op for op in self.pytorch_ops if is_heavy_op(op))
 
     @property
     def summary(self) -> str:
@@ -159,6 +183,8 @@ class Verdict:
                 compiled=Timing(**t["compiled"]) if t.get("compiled") else None,
                 compile_note=t.get("compile_note", ""),
                 memory_floor_ms=t.get("memory_floor_ms"),
+                replayed=Timing(**t["replayed"]) if t.get("replayed") else None,
+                outputs_checked=t.get("outputs_checked", 0),
             )
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -4,7 +4,10 @@
                    ->  candidate loaded (candidate worker)
                    ->  trials: inputs from secret seeds, run, compare in the reference worker
                    ->  (full checks) a trial with another batch size, where the reference takes it
-                   ->  timing on CUDA (exclusive GPU), then re-checks with new inputs
+                   ->  timing on CUDA (exclusive GPU): new inputs for every candidate call,
+                       some calls repeated (a cache shows as speed), random timed outputs
+                       compared with the reference
+                   ->  re-checks: new values written into tensors the candidate has seen
                    ->  Verdict
 
 Only this module decides what counts as correct; the workers report facts. `Verifier` holds
@@ -15,6 +18,7 @@ of one check, so `verify` can run in several threads at once.
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import threading
 import time
@@ -26,7 +30,7 @@ from ..problem import Problem
 from . import verdict as V
 from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
 from .static import check_source
-from .verdict import Timing, Timings, Trial, Verdict
+from .verdict import Timing, Timings, Trial, Verdict, launched_kernel
 
 NO_CUDA = "not measured (no CUDA device)"
 INPUT_SETS_BUDGET_BYTES = 12 << 30
@@ -35,6 +39,8 @@ INPUT_SETS_BUDGET_BYTES = 12 << 30
 ALONE_BYTES = 2 << 30
 QUICK_TIMING_TRIALS = 30
 IMPLAUSIBLE_SPEEDUP = 10.0
+# PyTorch's GPU kernels that only allocate, fill or copy (what strict mode allows besides Triton)
+LAYOUT_KERNEL = re.compile(r"Memcpy|Memset|FillFunctor|fill_kernel|direct_copy_kernel")
 
 
 @dataclass
@@ -409,13 +415,13 @@ class _Check:
                                        "other_shapes": other})
             self.candidate_call({"op": "release"})
         if other:  # other grids, maybe other kernels: no launch sequence to compare
-            v.triton_kernels = sorted(set(v.triton_kernels) | {name.split("[")[0] for name in c["launches"]})
+            v.triton_kernels = sorted(set(v.triton_kernels) | {launched_kernel(name) for name in c["launches"]})
         elif self.launches is None:
             self.launches = c["launches"]
-            v.triton_kernels = sorted({name.split("[")[0] for name in c["launches"]})
+            v.triton_kernels = sorted({launched_kernel(name) for name in c["launches"]})
         elif c["launches"] != self.launches:
             raise _Fault(V.REJECTED, f"launches changed between calls ({c['launches']} after "
-                                     f"{self.launches}): behaviour depends on the call count")
+                                     f"{self.launches}): behaviour depends on the call count or on inputs seen before")
         for op, n in c["pytorch_ops"].items():
             v.pytorch_ops[op] = max(v.pytorch_ops.get(op, 0), n)
         if not other:
@@ -459,26 +465,52 @@ class _Check:
         self.phase_done("timing")
         foreign = sorted(k for k in t["kernel_ms"] if k not in v.triton_kernels)
         if foreign and self.mode == "strict":
+            # The dispatcher saw no PyTorch compute in the trials, yet the GPU ran some: it was
+            # hidden from the dispatcher (a disabled dispatch mode, native code)
+            computed = [k for k in foreign if not LAYOUT_KERNEL.search(k)]
+            if computed:
+                raise _Fault(V.REJECTED, "PyTorch computes in forward out of the verifier's sight (strict mode "
+                                         "allows only allocation, views and copies): GPU kernels "
+                                         + ", ".join(k[:80] for k in computed[:3]))
             v.flags.append("non-Triton kernels on the GPU: " + ", ".join(foreign[:5]))
 
     def measure(self, floor_bytes: int, input_bytes: int) -> tuple[dict, Timings]:
         c = self.config
-        # Rotate through several input sets, but no more than fit a budget: KernelBench inputs
-        # reach 16 GB (those are far larger than any cache, so one set loses nothing).
+        # The references rotate through several input sets (the candidate gets new ones every
+        # call), but no more than fit a budget: KernelBench inputs reach 16 GB (those are far
+        # larger than any cache, so one set loses nothing).
         sets = max(1, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick}
         with self.verifier.gpu.exclusive():
             t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
+        self.check_timed_outputs(t["checks"], request["trials"])
         raw = t["timings"]
         timings = Timings(
             candidate=Timing(**raw["candidate"]), eager=Timing(**raw["eager"]),
             compiled=Timing(**raw["compiled"]) if "compiled" in raw else None,
             compile_note=t.get("compile_note", ""),
             memory_floor_ms=floor_bytes / t["bandwidth_bytes_per_ms"],
+            replayed=Timing.from_samples(t["replay_ms"]) if t["replay_ms"] else None,
+            outputs_checked=len(t["checks"]),
         )
         return t, timings
+
+    def check_timed_outputs(self, checks: list[dict], calls: int) -> None:
+        """Compare the timed calls the worker picked at random with the reference on the same
+        inputs: a candidate that computes something else while it is timed (it noticed, or
+        returns what it remembered) is rejected."""
+        try:
+            with self.verifier.gpu.shared():
+                reply = self.reference_call({"op": "check_timed", "key": self.problem.key, "calls": checks})
+        finally:
+            self.candidate_call({"op": "release"})
+        wrong = next((r for r in reply["results"] if not r["passed"]), None)
+        if wrong:
+            raise _Fault(V.REJECTED, f"the timed calls disagreed with the verified ones (timed call {wrong['call'] + 1} "
+                                     f"of {calls}: {wrong.get('note') or 'mismatch'}): behaviour depends on being "
+                                     "timed, on the call count or on inputs seen before")
 
 
 def _implausible(t: Timings) -> bool:

@@ -1,14 +1,15 @@
 """Run-time observation of a candidate's forward, inside the candidate worker.
 
-- `LaunchRecorder`: which Triton kernels a forward launches, with their grids (wraps the launch
-  entry points of `@triton.jit` functions, compiled or interpreted, and the autotuner; on the
-  GPU also the C launcher's hook). The launch sequence of every call is kept, so behaviour that
-  changes across calls (caching, warm-up tricks) shows.
+- `LaunchRecorder`: which Triton kernels a forward launches, with their grids and integer
+  arguments (wraps the launch entry points of `@triton.jit` functions, compiled or interpreted,
+  and the autotuner; on the GPU also the C launcher's hook). The launch sequence of every call
+  is kept, so behaviour that changes across calls (caching, warm-up tricks) shows.
 - `ForwardAccountant`: a PyTorch dispatch mode that records every PyTorch op the forward runs
   (outside Triton launches), sorts it into allocation / view / copy / compute, and fills fresh
   allocations with NaN so outputs a kernel never wrote cannot pass.
-- `PatchDetector`: a snapshot of the functions the verifier relies on; any that change is a
-  rejection (patched timers, comparisons, synchronisation, hooks).
+- `PatchDetector`: a snapshot of the functions, flags and hooks the verifier and the timed
+  references rely on; any that change is a rejection (patched timers, comparisons,
+  synchronisation, randomness, PyTorch functions, backend settings, global module hooks).
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ class LaunchRecorder:
             finally:
                 recorder.depth -= 1
                 if outermost and recorder.active and not kwargs.get("warmup", False):
-                    recorder.calls[-1].append(_launch_signature(kernel_self, kwargs.get("grid")))
+                    recorder.calls[-1].append(launch_signature(kernel_self, args, kwargs))
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         cls.run = run
@@ -147,12 +148,21 @@ class LaunchRecorder:
         self.c_launches = 0
 
 
-def _launch_signature(kernel, grid) -> str:
-    """`name[grid]` for a fixed grid, else just the name (a grid function depends on meta)."""
+_NOT_ARGUMENTS = {"grid", "warmup"}
+
+
+def launch_signature(kernel, args: tuple, kwargs: dict) -> str:
+    """`name[grid](scalars)`: the grid when fixed (a grid function depends on the chosen
+    configuration), and the integer and boolean arguments (sizes, strides, loop bounds, flags),
+    which a call that does other work than the verified one would change. Float arguments are
+    left out: a scale read from the data (`.item()`) legitimately changes from call to call."""
     name = kernel_name(kernel)
+    grid = kwargs.get("grid")
     if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid):
-        return f"{name}[{','.join(map(str, grid))}]"
-    return name
+        name += f"[{','.join(map(str, grid))}]"
+    scalars = [repr(a) for a in args if isinstance(a, int)]
+    scalars += [f"{k}={v!r}" for k, v in sorted(kwargs.items()) if k not in _NOT_ARGUMENTS and isinstance(v, int)]
+    return f"{name}({','.join(scalars)})"
 
 
 def kernel_name(kernel) -> str:
@@ -198,22 +208,50 @@ class ForwardAccountant(TorchDispatchMode):
 
 
 class PatchDetector:
-    """Identity snapshot of what the verifier relies on, taken before candidate code is imported."""
+    """Identity snapshot of what the verifier and the timed references rely on, taken before
+    candidate code is imported: the verifier's own functions, every function of PyTorch's public
+    namespaces (a slowed `torch.relu` would slow eager, not the candidate), the methods of
+    `torch.Tensor`, `nn.Module`'s call path, settings that change arithmetic or speed, and the global
+    module hooks (a hook runs inside the reference's forward: it could slow it or read its
+    outputs)."""
+
+    _NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.special", "torch.fft")
 
     def __init__(self) -> None:
         self._targets = self._collect()
         self._snapshot = {key: self._get(obj, attr) for key, (obj, attr) in self._targets.items()}
-        self._modules = {name: sys.modules.get(name) for name in ("torch", "triton", "time", "math")}
-        self._flags = self._precision_flags()
+        self._modules = {name: sys.modules.get(name) for name in ("torch", "triton", "time", "math", "random", "secrets")}
+        self._functions = self._torch_functions()
+        # (not nn.Module's dict: torch.compile legitimately wraps its __init__ and __setstate__)
+        self._classes = {cls: dict(vars(cls)) for cls in (torch.Tensor,)}
+        self._flags = self._settings()
+        self._hooks = self._global_hooks()
 
     @staticmethod
-    def _precision_flags() -> tuple:
+    def _settings() -> tuple:
+        b = torch.backends
         return (
-            torch.backends.cuda.matmul.allow_tf32,
-            torch.backends.cudnn.allow_tf32,
-            torch.get_float32_matmul_precision(),
-            torch.get_default_dtype(),
+            b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32, torch.get_float32_matmul_precision(),
+            torch.get_default_dtype(), b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+            b.cuda.matmul.allow_bf16_reduced_precision_reduction, b.cudnn.enabled, b.cudnn.benchmark,
+            b.cudnn.deterministic, torch.are_deterministic_algorithms_enabled(), b.cuda.flash_sdp_enabled(),
+            b.cuda.mem_efficient_sdp_enabled(), b.cuda.math_sdp_enabled(), b.cuda.cudnn_sdp_enabled(),
         )
+
+    @staticmethod
+    def _global_hooks() -> tuple:
+        from torch.nn.modules import module
+
+        names = [n for n in vars(module) if n.startswith("_global_") and n.endswith("hooks")]
+        return tuple((n, len(getattr(module, n))) for n in sorted(names))
+
+    def _torch_functions(self) -> dict:
+        out = {}
+        for name in self._NAMESPACES:
+            for attr, value in vars(sys.modules[name]).items():
+                if not attr.startswith("__") and callable(value) and not isinstance(value, type(sys)):
+                    out[(name, attr)] = value
+        return out
 
     @staticmethod
     def _get(obj, attr):
@@ -221,6 +259,9 @@ class PatchDetector:
 
     @staticmethod
     def _collect() -> dict:
+        import random
+        import secrets
+
         from triton.runtime import autotuner, jit
 
         pairs = [
@@ -231,11 +272,15 @@ class PatchDetector:
             (torch.Tensor, "abs"), (torch.Tensor, "float"), (torch.Tensor, "to"),
             (torch.nn.Module, "__call__"), (torch.nn.Module, "_call_impl"),
             (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "current_stream"),
+            (torch.cuda, "memory_allocated"),
             (torch.cuda.Event, "elapsed_time"), (torch.cuda.Event, "record"),
             (torch.cuda.Event, "synchronize"), (torch.profiler, "profile"),
             (time, "perf_counter"), (time, "perf_counter_ns"), (time, "time"), (time, "monotonic"),
             (jit.JITFunction, "run"), (autotuner.Autotuner, "run"), (autotuner.Heuristics, "run"),
             (sys, "audit"), (sys, "addaudithook"),
+            # the verifier's randomness: seeds, which timed calls repeat inputs or are checked
+            (secrets, "randbits"), (random.SystemRandom, "random"), (random.SystemRandom, "getrandbits"),
+            (random, "_urandom"),
         ]
         try:
             from triton.runtime import interpreter
@@ -252,14 +297,23 @@ class PatchDetector:
         return {f"{getattr(o, '__name__', type(o).__name__)}.{a}": (o, a) for o, a in pairs}
 
     def changed(self) -> list[str]:
-        """Names of the patched functions, changed modules or flags (empty when untouched)."""
+        """Names of the patched functions, changed modules, settings or hooks (empty when
+        untouched)."""
         found = [
             key for key, (obj, attr) in self._targets.items()
             if self._get(obj, attr) is not self._snapshot[key]
         ]
+        found += [f"{ns}.{attr}" for (ns, attr), fn in self._functions.items()
+                  if vars(sys.modules[ns]).get(attr) is not fn and f"{ns}.{attr}" not in found]
+        for cls, before in self._classes.items():
+            now = vars(cls)
+            found += [f"{cls.__name__}.{k}" for k in sorted(set(now) | set(before))
+                      if now.get(k) is not before.get(k) and f"{cls.__name__}.{k}" not in found]
         found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
-        if self._precision_flags() != self._flags:
-            found.append("precision flags (allow_tf32 / matmul precision / default dtype)")
+        if self._settings() != self._flags:
+            found.append("PyTorch settings (TF32 / reduced precision / cuDNN / deterministic / attention backends)")
+        if self._global_hooks() != self._hooks:
+            found.append("global module hooks (torch.nn.modules.module.register_module_*_hook)")
         return found
 
 

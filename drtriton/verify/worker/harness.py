@@ -19,7 +19,7 @@ from dataclasses import replace
 import torch
 
 from ..compare import compare, compare_with_exact, is_near_miss
-from ..verdict import Tolerance
+from ..verdict import Timing, Tolerance, launched_kernel
 from . import transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, python_thread_count
 from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
@@ -78,7 +78,7 @@ class ReferenceHarness:
 
     def handle(self, req: dict) -> dict:
         op = req["op"]
-        if op in ("reference", "compare"):
+        if op in ("reference", "compare", "check_timed"):
             if req["key"] not in self.problems:
                 return {"ok": False, "kind": "unprepared", "error": "problem not prepared (evicted)"}
             self.problems.move_to_end(req["key"])
@@ -258,6 +258,21 @@ class ReferenceHarness:
             "note": "; ".join(c.note for c in results if c.note),
         }
 
+    def op_check_timed(self, req: dict) -> dict:
+        """The reference on the inputs of each timed call the candidate worker picked, compared
+        with what the candidate returned then; one request for all of them (a round trip each
+        would slow every check)."""
+        runtime, key = self.problems[req["key"]], req["key"]
+        results = []
+        for call in req["calls"]:
+            inputs, _ = runtime.make_inputs(call["seed"], fingerprinted=False)
+            with torch.no_grad():
+                self.outputs[(key, call["seed"])] = self._forward(runtime, inputs)
+            del inputs
+            results.append({"call": call["call"], **self.op_compare({"key": key, "seed": call["seed"],
+                                                                      "files": call["files"]})})
+        return {"ok": True, "results": results}
+
     def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False) -> list:
         """Near misses judged against the reference run in float64 (compare_with_exact). The
         fp32 results stand, with a note saying why, when there is no faithful float64 run."""
@@ -351,6 +366,7 @@ class CandidateHarness:
         self.bandwidth = None
         self.last_inputs: list = []  # refilled with new values later: pointer-keyed caches show
         self.shared_outputs: list = []  # the last run's outputs, shared with the reference worker
+        self.timed_outputs: list = []  # timed calls' outputs kept for checks, until released
 
     # -- plumbing ----------------------------------------------------------------------------
     def handle(self, req: dict) -> dict:
@@ -369,13 +385,13 @@ class CandidateHarness:
 
     def op_release(self, req: dict) -> dict:
         """The reference worker has read the shared outputs."""
-        self.shared_outputs = []
+        self.shared_outputs, self.timed_outputs = [], []
         return {"ok": True}
 
     def op_trim(self, req: dict) -> dict:
         """The check is over: drop its tensors and give cached GPU memory back to the driver,
         since several workers share one GPU (done per check, not per request: it is slow)."""
-        self.shared_outputs, self.last_inputs = [], []
+        self.shared_outputs, self.timed_outputs, self.last_inputs = [], [], []
         _release_cached_memory(self.settings)
         return {"ok": True}
 
@@ -505,7 +521,7 @@ class CandidateHarness:
                 raise CandidateFault("failed", f"output is on {t.device}, expected {self.device}")
         if not launches:
             raise CandidateFault("rejected", "forward launched no Triton kernel")
-        foreign = sorted({name.split("[")[0] for name in launches} - self.kernels)
+        foreign = sorted({launched_kernel(name) for name in launches} - self.kernels)
         if foreign:
             raise CandidateFault("rejected", f"launched Triton kernels it does not define: {', '.join(foreign)}")
         compute = dict(accountant.account.compute)
@@ -544,11 +560,19 @@ class CandidateHarness:
         return {"ok": True, "compile_note": self.compile_note}
 
     def op_time(self, req: dict) -> dict:
+        """Time the candidate against eager and torch.compile. The candidate gets new input
+        values for every call (`TimedInputs`), so nothing it remembers can answer a timed call;
+        now and then it gets the previous call's inputs again, timed apart: a candidate much faster
+        on those remembers results. A random share of its timed outputs, picked after each call,
+        is kept for the verifier to compare with the reference (`checks`)."""
         from .timing import kernel_times, time_interleaved
 
-        input_sets = [self.runtime.make_inputs(s)[0] for s in req["seeds"]]
         expected = req["launches"]
         mismatched_calls = []
+        rng = random.SystemRandom()  # the OS's randomness: candidate code cannot replay it
+        timed_inputs = TimedInputs(self.runtime, rng, req["trials"])
+        reference_sets = [self.runtime.make_inputs(s, fingerprinted=False)[0] for s in req["seeds"]]
+        checks = TimedChecks(rng, req["trials"], req.get("check_budget_bytes", CHECK_BUDGET_BYTES))
 
         def run_candidate(inputs):
             out, launches = self._call_candidate(inputs, None)
@@ -562,6 +586,15 @@ class CandidateHarness:
                     return model(*inputs)
             return call
 
+        def inputs_for(name: str, i: int) -> list:
+            if name == "candidate":
+                return timed_inputs.next(i)
+            return reference_sets[i % len(reference_sets)]  # the references cannot cache
+
+        def after_call(name: str, i: int, out) -> None:
+            if name == "candidate":
+                checks.offer(i, timed_inputs.seeds[i], out)
+
         # The correctness trials autotuned beside other checks sharing the GPU, so the choice can
         # be far off (L2/75: 2.2 ms in one bench, 3.6 ms in the next, same code). Timing holds
         # the GPU alone: the first warmup call tunes again. (Nested launches are not counted.)
@@ -569,7 +602,7 @@ class CandidateHarness:
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
-        timings = time_interleaved(fns, input_sets, trials=req["trials"], warmup=req["warmup"])
+        raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
         if mismatched_calls:
@@ -577,20 +610,106 @@ class CandidateHarness:
                 "rejected",
                 f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup']}"
                 f" timed calls differ from the verified one: e.g. {mismatched_calls[0]} instead of "
-                f"{expected}): results cached or behaviour depends on the call count",
+                f"{expected}): behaviour depends on the call count or on inputs seen before",
             )
-        kernels = kernel_times(lambda: run_candidate(input_sets[0]))
-        self.last_inputs = input_sets[-1]
+        times, walls = raw.pop("candidate")
+        fresh = [k for k in range(len(times)) if k not in timed_inputs.replays]
+        replayed = sorted(timed_inputs.replays)
+        candidate = Timing.from_samples([times[k] for k in fresh], [walls[k] for k in fresh])
+        cached = remembers_results(candidate, [times[k] for k in replayed])
+        if cached:
+            raise CandidateFault("rejected", cached)
+        timings = {"candidate": candidate, **{n: Timing.from_samples(*v) for n, v in raw.items()}}
+        profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
+        kernels = kernel_times(lambda: run_candidate(profiled))
+        self.last_inputs = timed_inputs.previous[1]  # the re-checks write new values into these
+        self.timed_outputs = checks.kept
         triton_ms = sum(ms for name, ms in kernels.items() if name in self.kernels)
         total_ms = sum(kernels.values())
         return {
             "ok": True,
             "timings": {k: v.__dict__ for k, v in timings.items()},
+            "replay_ms": sorted(times[k] for k in replayed),
+            "checks": [{"call": i, "seed": seed, "files": [transfer.share(t, self.settings["transfer_dir"]) for t in outs]}
+                       for i, seed, outs in checks.kept],
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
             "triton_share": triton_ms / total_ms if total_ms else None,
             "bandwidth_bytes_per_ms": self.bandwidth,
         }
+
+
+# Timing's defences against remembered results (see op_time).
+REPLAY_SHARE = 0.15  # timed calls that repeat the previous call's inputs
+CHECKS_PER_RUN = 8  # timed outputs compared with the reference, on average (at least 10% of calls)
+CHECK_BUDGET_BYTES = 1 << 30  # kept timed outputs; at least one is kept whatever its size
+CACHED_SPEEDUP = 1.5  # replays this much faster than new inputs: results remembered
+MIN_REPLAYS = 3
+
+
+class TimedInputs:
+    """The candidate's inputs for timed calls: new values from a new seed for every call, except
+    that a share of calls repeat the previous call's inputs, either the same tensors (what a
+    cache keyed on identity, address or version counter recognises) or their values in new
+    tensors (what a cache keyed on content recognises)."""
+
+    def __init__(self, runtime: ProblemRuntime, rng: random.Random, calls: int):
+        self.runtime, self.rng = runtime, rng
+        self.seeds: dict[int, int] = {}  # call -> the seed its values were drawn from
+        # which timed calls repeat the previous call's inputs: enough of them to judge by
+        count = min(calls - 1, max(MIN_REPLAYS + 1, round(REPLAY_SHARE * calls)))
+        self.replays: set[int] = set(rng.sample(range(1, calls), count)) if count > 0 else set()
+        self.previous: tuple[int, list] | None = None
+
+    def next(self, i: int) -> list:
+        if i in self.replays and self.previous is not None:
+            seed, inputs = self.previous
+            if self.rng.random() < 0.5:
+                inputs = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+            self.replays.add(i)
+        else:
+            seed = self.rng.getrandbits(62)
+            inputs, _ = self.runtime.make_inputs(seed, fingerprinted=False)
+        self.seeds[i] = seed
+        self.previous = (seed, inputs)
+        return inputs
+
+
+class TimedChecks:
+    """Picks timed calls to check, each with the same chance, drawn after the call returned (so
+    the candidate cannot know which of its calls will be compared) and copied at once (so a
+    result finished later, in another call, cannot be what is compared)."""
+
+    def __init__(self, rng: random.Random, calls: int, budget_bytes: int):
+        self.rng = rng
+        self.share = min(1.0, max(0.1, CHECKS_PER_RUN / max(calls, 1)))
+        self.budget = budget_bytes
+        self.used = 0
+        self.kept: list[tuple[int, int, list[torch.Tensor]]] = []  # (call, seed, outputs)
+
+    def offer(self, call: int, seed: int, out) -> None:
+        if self.rng.random() >= self.share:
+            return
+        flat = transfer.flatten_outputs(out)
+        if flat is None or any(type(t) is not torch.Tensor for t in flat):
+            return  # the trials reject such outputs; timing only times
+        nbytes = sum(t.numel() * t.element_size() for t in flat)
+        if self.kept and self.used + nbytes > self.budget:
+            return
+        self.used += nbytes
+        self.kept.append((call, seed, [t.detach().clone().contiguous() for t in flat]))
+
+
+def remembers_results(fresh: Timing, replays_ms: list[float]) -> str:
+    """Why the replayed calls say results are remembered, or "" when they do not."""
+    if len(replays_ms) < MIN_REPLAYS:
+        return ""
+    replay = Timing.from_samples(replays_ms)
+    if replay.median_ms * CACHED_SPEEDUP < fresh.median_ms and fresh.median_ms - replay.median_ms > 0.01:
+        return (f"calls on inputs it has seen before ran {fresh.median_ms / replay.median_ms:.1f}x faster than "
+                f"on new inputs ({replay.median_ms:.3f} ms vs {fresh.median_ms:.3f} ms, {len(replays_ms)} "
+                "repeated calls): behaviour depends on inputs seen before (results cached)")
+    return ""
 
 
 def _structure(outputs: list[torch.Tensor]) -> list[list]:
@@ -637,15 +756,16 @@ def forget_autotuning(module) -> int:
 
 
 def _into_buffers(fresh: list, buffers: list) -> list:
-    """Copy fresh inputs into earlier tensors of the same shape, so the candidate sees new values
-    at old addresses (a cache keyed on data_ptr then returns stale results)."""
+    """Copy fresh inputs into earlier tensors of the same shape, through `.data` so that even
+    their version counters stay as they were: the candidate sees new values in tensors it has
+    seen (a cache keyed on identity, address or version then returns stale results)."""
     if len(fresh) != len(buffers):
         return fresh
     out = []
     for new, old in zip(fresh, buffers):
         if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor) and new.shape == old.shape \
                 and new.dtype == old.dtype and new.device == old.device:
-            old.copy_(new)
+            old.data.copy_(new)
             out.append(old)
         else:
             out.append(new)

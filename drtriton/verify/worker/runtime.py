@@ -138,8 +138,9 @@ class ProblemRuntime:
                 f"{self.problem['class_name']}.forward takes ({params}): {e}"
             )
 
-    def make_inputs(self, seed: int) -> tuple[list, str]:
-        """Inputs for one trial, on the device, and their fingerprint."""
+    def make_inputs(self, seed: int, fingerprinted: bool = True) -> tuple[list, str]:
+        """Inputs for one trial, on the device, and their fingerprint (not taken, "", when not
+        `fingerprinted`: it reads the inputs back to the host, too slow for every timed call)."""
         seed_everything(seed)
         fn = self.problem["inputs_fn"]
         try:
@@ -153,7 +154,7 @@ class ProblemRuntime:
             raise ProblemFault(f"{fn}() must return a list of forward arguments, not {type(values).__name__}")
         values = list(values)
         values = [move(v, self.device) for v in values]
-        return values, (fingerprint(values) if self.device != "meta" else "")
+        return values, (fingerprint(values) if fingerprinted and self.device != "meta" else "")
 
     def make_other_inputs(self, seed: int) -> tuple[list, str, int, int] | None:
         """Inputs for the second configuration of a trial (a drop-in takes other batch sizes):

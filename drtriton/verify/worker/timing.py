@@ -1,9 +1,9 @@
 """GPU timing inside the candidate worker: candidate, eager and torch.compile, interleaved.
 
 CUDA events around each call, a device-wide synchronize before reading them (so work on any
-stream counts), an L2 flush before every call, rotated input sets, the host clock as a
-cross-check, and medians. The harness keeps the event methods it captured before candidate code
-was imported, so patching them later changes nothing here (and is reported by PatchDetector).
+stream counts), an L2 flush before every call, inputs the caller makes for every call, the host
+clock as a cross-check. The event methods are captured before candidate code is imported, so
+patching them later changes nothing here (and is reported by PatchDetector).
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import time
 from typing import Callable
 
 import torch
-
-from ..verdict import Timing
 
 _perf_counter = time.perf_counter
 _synchronize = torch.cuda.synchronize
@@ -26,45 +24,42 @@ L2_FLUSH_BYTES = 256 << 20  # larger than the L2 of an H100 (50 MB) or H200 (60 
 
 def time_interleaved(
     fns: dict[str, Callable[[list], object]],
-    input_sets: list[list],
+    inputs_for: Callable[[str, int], list],
     trials: int,
     warmup: int,
-    before_call: Callable[[str], None] | None = None,
-    after_call: Callable[[str], None] | None = None,
-) -> dict[str, Timing]:
-    """Time each function `trials` times, rotating the order and the input set every round."""
+    after_call: Callable[[str, int, object], None] | None = None,
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Time each function `trials` times, rotating the order every round. `inputs_for(name, i)`
+    gives the inputs of round i (negative: warm-up), made before the L2 flush, outside the timed
+    region; `after_call(name, i, output)` sees each timed output, outside it too. Returns, per
+    name, the event times and the host-clock times (ms) of its calls in round order."""
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     names = list(fns)
     for name in names:
         for i in range(warmup):
-            if before_call:
-                before_call(name)
-            fns[name](input_sets[i % len(input_sets)])
-            if after_call:
-                after_call(name)
+            fns[name](inputs_for(name, -1 - i))
     _synchronize()
     samples: dict[str, list[float]] = {n: [] for n in names}
     walls: dict[str, list[float]] = {n: [] for n in names}
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     for i in range(trials):
-        inputs = input_sets[i % len(input_sets)]
         for name in names[i % len(names):] + names[: i % len(names)]:
+            inputs = inputs_for(name, i)
             flush.zero_()
             _synchronize()
-            if before_call:
-                before_call(name)
             w0 = _perf_counter()
             _record(start)
-            fns[name](inputs)
+            out = fns[name](inputs)
             _record(end)
             _synchronize()
             w1 = _perf_counter()
-            if after_call:
-                after_call(name)
             samples[name].append(_elapsed(start, end))
             walls[name].append((w1 - w0) * 1e3)
+            if after_call:
+                after_call(name, i, out)
+            del out, inputs
     del flush
-    return {n: Timing.from_samples(samples[n], walls[n]) for n in names}
+    return {n: (samples[n], walls[n]) for n in names}
 
 
 def measure_bandwidth_bytes_per_ms(nbytes: int = 1 << 30) -> float:
