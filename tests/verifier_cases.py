@@ -508,6 +508,25 @@ RED_TEAM = {
         _CACHE[(id(x), x._version, x.data_ptr())] = out
         return out
     """, extra="_CACHE = {}\n", kernel=SKIPPABLE_RELU_KERNEL), ("incorrect", "rejected"), ""),
+    # the attack issue 18 reported: a repeat of seen inputs launches the same kernel with the
+    # same grid but an empty reduction range, and returns the output computed before
+    "row5_identity_cache_with_an_empty_reduction_range": (MATMUL, src(MATMUL_KERNEL + """
+_CACHE = {}
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        M, K = a.shape
+        N = b.shape[1]
+        key = (id(a), a._version, a.data_ptr(), id(b), b._version, b.data_ptr())
+        hit = _CACHE.get(key)
+        c = torch.empty((M, N), device=a.device, dtype=a.dtype) if hit is None else torch.empty_like(hit)
+        matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K if hit is None else 0,
+                                                              BM=32, BN=32, BK=32)
+        if hit is not None:
+            return hit
+        _CACHE[key] = c
+        return c
+"""), "rejected", "launches changed between calls"),
     # state across calls: the same kernel and grid, an integer argument that follows the call count
     "row12_same_grid_other_integer_arguments": (RELU, relu_candidate("""
         _CALLS.append(1)
