@@ -277,7 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
-    p.add_argument("problems", help="KernelBench JSONL, a folder of problem files, or one file")
+    p.add_argument("problems", help="kernelbench:level1 or kernelbench:level2 (shipped), a KernelBench JSONL, "
+                   "a folder of problem files, or one file")
     p.add_argument("--candidates", help="verify the modules in this folder (<name>.py or level<L>/<name>.py)")
     _policy_args(p, None)
     p.add_argument("--budget", type=float, default=300.0, metavar="SECONDS", help="search time per problem")

@@ -291,17 +291,28 @@ def load_file(path: str | Path, class_name: str | None = None) -> Problem:
     return Problem(**{**problem.to_dict(), "name": name})
 
 
+# Problem sets shipped with the package, by name (KernelBench, MIT: see its LICENSE there)
+KERNELBENCH_DIR = Path(__file__).parent / "data" / "kernelbench"
+SHIPPED_SETS = {f"kernelbench:level{n}": KERNELBENCH_DIR / f"level{n}.jsonl" for n in (1, 2)}
+
+
 def load_kernelbench(path: str | Path, ids: set[int] | None = None) -> list[Problem]:
     """KernelBench JSONL: one object a line with `name`, `code` and optionally `level`, `problem_id`."""
     problems = []
     path = Path(path)
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ProblemError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ProblemError(f"{path}: not a text file") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
             code, name = row["code"], row["name"]
-        except (json.JSONDecodeError, KeyError) as e:
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise ProblemError(f"{path}:{lineno}: not a KernelBench row ({e})") from None
         pid = row.get("problem_id")
         if ids is not None and pid not in ids:
@@ -313,7 +324,12 @@ def load_kernelbench(path: str | Path, ids: set[int] | None = None) -> list[Prob
 
 
 def load_problems(spec: str | Path) -> list[Problem]:
-    """A set of problems: a KernelBench JSONL file, a folder of problem files, or one file."""
+    """A set of problems: a shipped set by name (`kernelbench:level2`), a KernelBench JSONL
+    file, a folder of problem files, or one file."""
+    if isinstance(spec, str) and spec.startswith("kernelbench:"):
+        if spec not in SHIPPED_SETS:
+            raise ProblemError(f"{spec}: no such problem set (shipped: {', '.join(SHIPPED_SETS)})")
+        return load_kernelbench(SHIPPED_SETS[spec])
     path = Path(spec)
     if path.suffix == ".jsonl":
         return load_kernelbench(path)

@@ -20,6 +20,28 @@ def drtriton(*args, cwd=None):
                           cwd=cwd, timeout=600)
 
 
+def test_bench_input_errors_are_one_line_and_exit_2(tmp_path):
+    """A missing, malformed or unknown problem set: one clear line, exit code 2, no traceback."""
+    (tmp_path / "bad.jsonl").write_text('{"name": "x"}\n')
+    (tmp_path / "cands").mkdir()
+    for spec, message in ((str(tmp_path / "missing.jsonl"), "cannot read"), (str(tmp_path / "bad.jsonl"), "not a KernelBench row"),
+                          ("kernelbench:level9", "no such problem set (shipped: kernelbench:level1, kernelbench:level2)")):
+        r = drtriton("bench", spec, "--candidates", str(tmp_path / "cands"), "--out", str(tmp_path / "out"))
+        assert r.returncode == 2, r.stderr
+        assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_bench_takes_a_shipped_set_by_name(tmp_path):
+    """`kernelbench:level1` from any folder (no sibling folders needed): the set loads and the
+    run reports the chosen problem (no candidate for it here, so nothing runs)."""
+    (tmp_path / "cands").mkdir()
+    r = drtriton("bench", "kernelbench:level1", "--ids", "19", "--candidates", str(tmp_path / "cands"),
+                 "--device", "cpu", "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert r.returncode == 1 and "19_ReLU: no candidate" in r.stderr, r.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["problems"] == 1 and summary["statuses"] == {"missing": 1}
+
+
 def test_verify_exit_codes_and_json(tmp_path):
     (tmp_path / "ref.py").write_text(RELU)
     (tmp_path / "good.py").write_text(RELU_OK)

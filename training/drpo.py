@@ -1,4 +1,4 @@
-"""DRPO: correctness first, then speed among the correct rollouts (`../shared/reference/drtriton.md`).
+"""DRPO: correctness first, then speed among the correct rollouts (`docs/method.md`).
 
 Per prompt, with rollouts S+ (correct) and S- (not correct), sequence scores s(o) (mean token
 log-probability under the policy) and speed rewards r_s(o) = log(t_torch / t_triton):
