@@ -45,6 +45,8 @@ REFUSED = {
     "getattr computed": ("return getattr(torch, 'r' + 'elu')(x)", "computed name"),
     "getattr as attribute": ("return getattr(torch, 'compile')(torch.relu)(x)", "torch.compile does the work"),
     "_C through an alias": ("return torch.nn.functional.torch._C._nn.gelu(x)", "._C"),
+    "getattr as a value": ("g = getattr\nreturn g(torch, '_' + 'C')", "passes getattr around"),
+    "attrgetter": ("import operator\nreturn operator.attrgetter('_C')(torch)", "computed names"),
 }
 
 

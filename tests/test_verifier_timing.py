@@ -10,7 +10,8 @@ import torch
 from drtriton.problem import from_source
 from drtriton.verify.verdict import Timing, launched_kernel
 from drtriton.verify.worker.guard import PatchDetector, launch_signature
-from drtriton.verify.worker.harness import MIN_REPLAYS, TimedChecks, TimedInputs, _into_buffers, remembers_results
+from drtriton.verify.worker.harness import (MIN_REPLAYS, TimedChecks, TimedInputs, _copy_keeping_layout, _into_buffers,
+                                             remembers_results)
 from drtriton.verify.worker.runtime import ProblemRuntime
 from verifier_cases import RELU
 
@@ -27,30 +28,50 @@ def test_timed_inputs_are_new_every_call_except_the_repeats(relu_runtime):
     for i, x in enumerate(calls[1:], start=1):
         if i in timed.replays:  # the previous call's values, in the same tensor or a copy
             assert torch.equal(x, calls[i - 1]) and timed.seeds[i] == timed.seeds[i - 1]
+            assert x.stride() == calls[i - 1].stride()
         else:
             assert not torch.equal(x, calls[i - 1]) and timed.seeds[i] != timed.seeds[i - 1]
     kinds = {calls[i] is calls[i - 1] for i in timed.replays}
     assert kinds == {True, False} or len(timed.replays) < 4  # both identity and content repeats
 
 
+def test_short_or_lean_timing_runs_repeat_nothing(relu_runtime):
+    assert TimedInputs(relu_runtime, random.Random(0), calls=5).replays == set()
+    lean = TimedInputs(relu_runtime, random.Random(0), calls=100, replays=False)
+    lean.next(0)
+    assert lean.replays == set() and lean.previous is None  # no second set held
+
+
+def test_a_content_copy_keeps_a_strided_layout():
+    base = torch.randn(8, 6)
+    view = base[:, 1:5]  # not contiguous
+    copy = _copy_keeping_layout(view)
+    assert torch.equal(copy, view) and copy.stride() == view.stride()
+    assert copy.storage_offset() == view.storage_offset() and copy.data_ptr() != view.data_ptr()
+
+
 def test_timed_checks_pick_about_the_share_and_copy_at_once():
-    checks = TimedChecks(random.Random(1), calls=100, budget_bytes=1 << 30)
+    checks = TimedChecks(random.Random(1), calls=100)
     out = torch.ones(3)
     for i in range(100):
-        checks.offer(i, seed=i, out=out)
+        checks.offer(i, seed=i, outputs=[out])
     assert 3 <= len(checks.kept) <= 25
     out.fill_(5.0)  # a result finished later is not what is compared
-    assert all(torch.equal(kept[2][0], torch.ones(3)) for kept in checks.kept)
-    few = TimedChecks(random.Random(2), calls=30, budget_bytes=1 << 30)
+    assert all(torch.equal(kept[2][0][0], torch.ones(3)) and kept[2][0][1] is None for kept in checks.kept)
+    few = TimedChecks(random.Random(2), calls=30)
     assert few.share > 0.2  # short timing runs check a larger share
 
 
-def test_timed_checks_keep_one_output_whatever_the_budget():
-    checks = TimedChecks(random.Random(3), calls=10, budget_bytes=8)
+def test_large_timed_outputs_are_kept_at_random_positions(monkeypatch):
+    import drtriton.verify.worker.harness as harness
+
+    monkeypatch.setattr(harness, "CHECK_ELEMENTS", 16)
+    checks = TimedChecks(random.Random(3), calls=10)
     checks.share = 1.0
-    for i in range(10):
-        checks.offer(i, i, torch.ones(100))
-    assert len(checks.kept) == 1
+    big = torch.arange(1000, dtype=torch.float32)
+    checks.offer(0, 0, [big])
+    values, positions = checks.kept[0][2][0]
+    assert positions.shape == (16,) and torch.equal(values, big[positions])
 
 
 def test_repeated_calls_much_faster_than_new_inputs_mean_cached_results():
@@ -123,6 +144,12 @@ def test_the_reference_worker_judges_picked_timed_calls_in_one_request(tmp_path,
         x, _ = relu_runtime.make_inputs(seed, fingerprinted=False)
         out = torch.relu(x[0]) if call != 2 else torch.relu(x[0]) + 1.0  # call 2 was wrong
         calls.append({"call": call, "seed": seed, "files": [transfer.share(out, str(tmp_path))]})
+    x, _ = relu_runtime.make_inputs(14, fingerprinted=False)
+    positions = torch.randint(0, x[0].numel(), (100,))
+    sampled = torch.relu(x[0]).reshape(-1)[positions]  # a large output, kept at random positions
+    calls.append({"call": 3, "seed": 14, "files": [transfer.share(sampled, str(tmp_path))],
+                  "indexes": [transfer.share(positions, str(tmp_path))]})
     reply = harness.handle({"op": "check_timed", "key": "k", "calls": calls})
-    assert reply["ok"] and [r["passed"] for r in reply["results"]] == [True, True, False]
+    assert reply["ok"] and [r["passed"] for r in reply["results"]] == [True, True, False, True]
     assert reply["results"][2]["call"] == 2 and not harness.outputs  # nothing left behind
+    assert reply["unchecked"] == 0 and not list(tmp_path.glob("*.bin"))

@@ -114,6 +114,8 @@ _BANNED_TORCH = {
     "torch.isclose": "comparison functions are the verifier's",
     "torch.equal": "comparison functions are the verifier's",
     "torch.Tensor._make_subclass": "tensor subclasses",
+    "operator.attrgetter": "attributes reached by computed names",
+    "operator.methodcaller": "attributes reached by computed names",
 }
 
 _TRITON_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
@@ -153,6 +155,7 @@ class _Checker(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> dotted module or object path
         self.report = StaticReport()
         self.classes: dict[str, ast.ClassDef] = {}
+        self._called: set[int] = set()  # ids of the Name nodes that are called (getattr(...) is fine)
 
     def error(self, node: ast.AST, message: str) -> None:
         self.report.errors.append(Finding(getattr(node, "lineno", 0), message))
@@ -274,6 +277,8 @@ class _Checker(ast.NodeVisitor):
 
     # -- expressions ---------------------------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id in ("getattr", "hasattr") and id(node) not in self._called and node.id not in self.aliases:
+            self.error(node, f"passes {node.id} around: not allowed (it reaches attributes by computed names)")
         if self.reference_class and node.id == self.reference_class and isinstance(node.ctx, ast.Load):
             self.error(node, f"uses the reference class {node.id}; the candidate must compute on its own")
         if node.id == "__builtins__":
@@ -301,6 +306,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        self._called.add(id(func))
         if isinstance(func, ast.Name):
             full = self.aliases.get(func.id)
             if func.id in _BANNED_CALLS and full is None:

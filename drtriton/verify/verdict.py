@@ -24,7 +24,8 @@ def launched_kernel(signature: str) -> str:
     return signature.split("[", 1)[0].split("(", 1)[0]
 
 
-_HEAVY_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "tensordot",
+_HEAVY_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "tensordot", "mv",
+              "addmv", "dot", "vdot", "addr", "scaled_mm", "int_mm", "cdist", "bilinear",
               "lstm", "gru", "rnn_tanh", "rnn_relu", "embedding_bag"}
 
 

@@ -222,8 +222,14 @@ class PatchDetector:
         self._snapshot = {key: self._get(obj, attr) for key, (obj, attr) in self._targets.items()}
         self._modules = {name: sys.modules.get(name) for name in ("torch", "triton", "time", "math", "random", "secrets")}
         self._functions = self._torch_functions()
-        # (not nn.Module's dict: torch.compile legitimately wraps its __init__ and __setstate__)
-        self._classes = {cls: dict(vars(cls)) for cls in (torch.Tensor,)}
+        # torch.Tensor and the layers (eager runs their methods); not nn.Module's own dict:
+        # torch.compile legitimately wraps its __init__ and __setstate__
+        layers = [v for v in vars(torch.nn).values() if isinstance(v, type) and issubclass(v, torch.nn.Module)
+                  and v is not torch.nn.Module]
+        self._classes = {cls: dict(vars(cls)) for cls in (torch.Tensor, *layers)}
+        # the names the layers' modules call through (`F.conv2d` in torch.nn.modules.conv)
+        self._layer_modules = {name: dict(vars(m)) for name, m in list(sys.modules.items())
+                               if name.startswith("torch.nn.modules.") and m is not None}
         self._flags = self._settings()
         self._hooks = self._global_hooks()
 
@@ -243,7 +249,7 @@ class PatchDetector:
         from torch.nn.modules import module
 
         names = [n for n in vars(module) if n.startswith("_global_") and n.endswith("hooks")]
-        return tuple((n, len(getattr(module, n))) for n in sorted(names))
+        return tuple((n, tuple(id(h) for h in getattr(module, n).values())) for n in sorted(names))
 
     def _torch_functions(self) -> dict:
         out = {}
@@ -307,8 +313,12 @@ class PatchDetector:
                   if vars(sys.modules[ns]).get(attr) is not fn and f"{ns}.{attr}" not in found]
         for cls, before in self._classes.items():
             now = vars(cls)
-            found += [f"{cls.__name__}.{k}" for k in sorted(set(now) | set(before))
-                      if now.get(k) is not before.get(k) and f"{cls.__name__}.{k}" not in found]
+            if len(now) != len(before) or any(now.get(k) is not v for k, v in before.items()):
+                found += [f"{cls.__name__}.{k}" for k in sorted(set(now) | set(before))
+                          if now.get(k) is not before.get(k) and f"{cls.__name__}.{k}" not in found]
+        for name, before in self._layer_modules.items():
+            now = vars(sys.modules[name]) if sys.modules.get(name) is not None else {}
+            found += [f"{name}.{k}" for k, v in before.items() if now.get(k) is not v]
         found += [f"sys.modules[{n!r}]" for n, m in self._modules.items() if sys.modules.get(n) is not m]
         if self._settings() != self._flags:
             found.append("PyTorch settings (TF32 / reduced precision / cuDNN / deterministic / attention backends)")

@@ -11,6 +11,7 @@ Requests and replies are small JSON-friendly dicts; tensors travel through `tran
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import sys
 from collections import OrderedDict
@@ -231,21 +232,32 @@ class ReferenceHarness:
                 "sizes": [n, m], "shapes": [list(v.shape) for v in inputs if isinstance(v, torch.Tensor)]}
 
     def op_compare(self, req: dict) -> dict:
+        """The candidate's outputs (`files`) against the reference outputs kept for the seed;
+        where `indexes` gives positions for an output, only the values there (the candidate
+        worker sent those)."""
         refs = self.outputs.pop((req["key"], req["seed"]))
         specs = req["files"]
+        index_specs = req.get("indexes") or [None] * len(specs)
         try:
-            if len(specs) != len(refs):
+            if len(specs) != len(refs) or len(index_specs) != len(refs):
                 return {"ok": True, "passed": False, "note": f"returned {len(specs)} outputs, expected {len(refs)}"}
+            indexes = [None if spec is None else transfer.open_shared(spec, str(ref.device))
+                       for spec, ref in zip(index_specs, refs)]
+            if any(ix is not None and (ix.dtype != torch.int64 or ix.dim() != 1 or bool((ix >= ref.numel()).any())
+                                       or bool((ix < 0).any())) for ix, ref in zip(indexes, refs)):
+                return {"ok": True, "passed": False, "note": "sampled positions outside the output"}
+            refs = [_at(ref, ix) for ref, ix in zip(refs, indexes)]
             outs = [transfer.open_shared(spec, str(ref.device)) for spec, ref in zip(specs, refs)]
             tols = [Tolerance.for_dtype(str(ref.dtype)) for ref in refs]
             results = [compare(out, ref, tol) for out, ref, tol in zip(outs, refs, tols)]
             failed = [i for i, c in enumerate(results) if not c.passed]
             if failed and all(is_near_miss(results[i], refs[i]) for i in failed):
                 results = self._arbitrate(req["key"], req["seed"], outs, refs, tols, results, failed,
-                                          other_shapes=bool(req.get("other_shapes")))
-            del outs  # releases the CUDA IPC mappings
+                                          other_shapes=bool(req.get("other_shapes")), indexes=indexes)
+            del outs, indexes  # releases the CUDA IPC mappings
         finally:
             transfer.remove(specs)
+            transfer.remove([spec for spec in index_specs if spec is not None])
         worst = max(results, key=lambda c: (not c.passed, c.rel_error_norm or 0.0))
         return {
             "ok": True,
@@ -261,23 +273,38 @@ class ReferenceHarness:
     def op_check_timed(self, req: dict) -> dict:
         """The reference on the inputs of each timed call the candidate worker picked, compared
         with what the candidate returned then; one request for all of them (a round trip each
-        would slow every check)."""
+        would slow every check). Runs out of memory: the calls not yet compared are reported
+        as unchecked; every shared file is removed either way."""
         runtime, key = self.problems[req["key"]], req["key"]
-        results = []
-        for call in req["calls"]:
-            inputs, _ = runtime.make_inputs(call["seed"], fingerprinted=False)
-            with torch.no_grad():
-                self.outputs[(key, call["seed"])] = self._forward(runtime, inputs)
-            del inputs
-            results.append({"call": call["call"], **self.op_compare({"key": key, "seed": call["seed"],
-                                                                      "files": call["files"]})})
-        return {"ok": True, "results": results}
+        results, pending = [], list(req["calls"])
+        try:
+            while pending:
+                call = pending[0]
+                inputs, _ = runtime.make_inputs(call["seed"], fingerprinted=False)
+                with torch.no_grad():
+                    self.outputs[(key, call["seed"])] = self._forward(runtime, inputs)
+                del inputs
+                pending.pop(0)
+                results.append({"call": call["call"], **self.op_compare({"key": key, **call})})
+        except (torch.OutOfMemoryError, ProblemFault) as e:
+            if not isinstance(e, torch.OutOfMemoryError) and not isinstance(e.__context__, torch.OutOfMemoryError):
+                raise
+            _release_cached_memory(self.settings)
+        finally:
+            for call in pending:
+                self.outputs.pop((key, call["seed"]), None)
+                transfer.remove(call["files"])
+                transfer.remove([spec for spec in call.get("indexes") or [] if spec is not None])
+        return {"ok": True, "results": results, "unchecked": len(pending)}
 
-    def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False) -> list:
+    def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False,
+                   indexes: list | None = None) -> list:
         """Near misses judged against the reference run in float64 (compare_with_exact). The
         fp32 results stand, with a note saying why, when there is no faithful float64 run."""
         try:
             exact, why = self._exact_outputs(key, seed, len(refs), other_shapes)
+            if exact and indexes:
+                exact = [_at(e, ix) for e, ix in zip(exact, indexes)]
             judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
         except torch.OutOfMemoryError:
             why, judged = "out of memory", {}
@@ -564,15 +591,17 @@ class CandidateHarness:
         values for every call (`TimedInputs`), so nothing it remembers can answer a timed call;
         now and then it gets the previous call's inputs again, timed apart: a candidate much faster
         on those remembers results. A random share of its timed outputs, picked after each call,
-        is kept for the verifier to compare with the reference (`checks`)."""
+        is kept for the verifier to compare with the reference (`checks`). After every call, the
+        output must be plain tensors and nothing the references rely on may have changed."""
         from .timing import kernel_times, time_interleaved
 
         expected = req["launches"]
         mismatched_calls = []
-        rng = random.SystemRandom()  # the OS's randomness: candidate code cannot replay it
-        timed_inputs = TimedInputs(self.runtime, rng, req["trials"])
-        reference_sets = [self.runtime.make_inputs(s, fingerprinted=False)[0] for s in req["seeds"]]
-        checks = TimedChecks(rng, req["trials"], req.get("check_budget_bytes", CHECK_BUDGET_BYTES))
+        rng = _OsRandom()
+        lean = bool(req.get("lean"))  # inputs too large to hold more than one set at a time
+        timed_inputs = TimedInputs(self.runtime, rng, req["trials"], replays=not lean)
+        reference_sets = [] if lean else [self.runtime.make_inputs(s, fingerprinted=False)[0] for s in req["seeds"]]
+        checks = TimedChecks(rng, req["trials"])
 
         def run_candidate(inputs):
             out, launches = self._call_candidate(inputs, None)
@@ -589,11 +618,21 @@ class CandidateHarness:
         def inputs_for(name: str, i: int) -> list:
             if name == "candidate":
                 return timed_inputs.next(i)
+            if lean:
+                return self.runtime.make_inputs(rng.getrandbits(62), fingerprinted=False)[0]
             return reference_sets[i % len(reference_sets)]  # the references cannot cache
 
         def after_call(name: str, i: int, out) -> None:
-            if name == "candidate":
-                checks.offer(i, timed_inputs.seeds[i], out)
+            if name != "candidate":
+                return
+            flat = transfer.flatten_outputs(out)
+            odd = type(out).__name__ if flat is None else next((type(t).__name__ for t in flat if type(t) is not torch.Tensor), None)
+            if odd:
+                raise CandidateFault("rejected", f"forward returned a {odd} in a timed call, not plain torch.Tensors")
+            patched = self.patches.changed()  # (a patch undone by a later call would slip past one check at the end)
+            if patched:
+                raise CandidateFault("rejected", "patched " + ", ".join(patched) + " (in a timed call)")
+            checks.offer(i, timed_inputs.seeds[i], flat)
 
         # The correctness trials autotuned beside other checks sharing the GPU, so the choice can
         # be far off (L2/75: 2.2 ms in one bench, 3.6 ms in the next, same code). Timing holds
@@ -603,13 +642,17 @@ class CandidateHarness:
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
         raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        del reference_sets
+        profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
+        kernels = kernel_times(lambda: run_candidate(profiled))
+        self.last_inputs = profiled  # seen by the candidate: the re-checks write new values into these
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
         if mismatched_calls:
             raise CandidateFault(
                 "rejected",
-                f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup']}"
-                f" timed calls differ from the verified one: e.g. {mismatched_calls[0]} instead of "
+                f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup'] + 3}"
+                f" timed and profiled calls differ from the verified one: e.g. {mismatched_calls[0]} instead of "
                 f"{expected}): behaviour depends on the call count or on inputs seen before",
             )
         times, walls = raw.pop("candidate")
@@ -620,17 +663,17 @@ class CandidateHarness:
         if cached:
             raise CandidateFault("rejected", cached)
         timings = {"candidate": candidate, **{n: Timing.from_samples(*v) for n, v in raw.items()}}
-        profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
-        kernels = kernel_times(lambda: run_candidate(profiled))
-        self.last_inputs = timed_inputs.previous[1]  # the re-checks write new values into these
         self.timed_outputs = checks.kept
+        folder = self.settings["transfer_dir"]
         triton_ms = sum(ms for name, ms in kernels.items() if name in self.kernels)
         total_ms = sum(kernels.values())
         return {
             "ok": True,
             "timings": {k: v.__dict__ for k, v in timings.items()},
             "replay_ms": sorted(times[k] for k in replayed),
-            "checks": [{"call": i, "seed": seed, "files": [transfer.share(t, self.settings["transfer_dir"]) for t in outs]}
+            "checks": [{"call": i, "seed": seed,
+                        "files": [transfer.share(values, folder) for values, _ in outs],
+                        "indexes": [None if index is None else transfer.share(index, folder) for _, index in outs]}
                        for i, seed, outs in checks.kept],
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
@@ -641,63 +684,89 @@ class CandidateHarness:
 
 # Timing's defences against remembered results (see op_time).
 REPLAY_SHARE = 0.15  # timed calls that repeat the previous call's inputs
+MIN_REPLAYS = 3  # fewer repeated calls judge nothing; runs under 4x this many calls have none
 CHECKS_PER_RUN = 8  # timed outputs compared with the reference, on average (at least 10% of calls)
-CHECK_BUDGET_BYTES = 1 << 30  # kept timed outputs; at least one is kept whatever its size
+CHECK_ELEMENTS = 1 << 20  # a larger output is compared at this many random positions
 CACHED_SPEEDUP = 1.5  # replays this much faster than new inputs: results remembered
-MIN_REPLAYS = 3
+
+_urandom = os.urandom  # captured before any candidate code is imported
+
+
+class _OsRandom(random.SystemRandom):
+    """The OS's randomness, read through the `os.urandom` captured at import: candidate code
+    that patches `random` or `os` later cannot steer which calls repeat or are checked."""
+
+    def random(self) -> float:
+        return (int.from_bytes(_urandom(7), "big") >> 3) * 2.0 ** -53
+
+    def getrandbits(self, k: int) -> int:
+        if k <= 0:
+            return 0
+        n = (k + 7) // 8
+        return int.from_bytes(_urandom(n), "big") >> (n * 8 - k)
 
 
 class TimedInputs:
     """The candidate's inputs for timed calls: new values from a new seed for every call, except
     that a share of calls repeat the previous call's inputs, either the same tensors (what a
     cache keyed on identity, address or version counter recognises) or their values in new
-    tensors (what a cache keyed on content recognises)."""
+    tensors with the same layout (what a cache keyed on content recognises). Without `replays`
+    (inputs too large to hold two sets), every call gets new values and none is kept."""
 
-    def __init__(self, runtime: ProblemRuntime, rng: random.Random, calls: int):
-        self.runtime, self.rng = runtime, rng
+    def __init__(self, runtime: ProblemRuntime, rng: random.Random, calls: int, replays: bool = True):
+        self.runtime, self.rng, self.keep = runtime, rng, replays
         self.seeds: dict[int, int] = {}  # call -> the seed its values were drawn from
-        # which timed calls repeat the previous call's inputs: enough of them to judge by
-        count = min(calls - 1, max(MIN_REPLAYS + 1, round(REPLAY_SHARE * calls)))
-        self.replays: set[int] = set(rng.sample(range(1, calls), count)) if count > 0 else set()
+        count = max(MIN_REPLAYS + 1, round(REPLAY_SHARE * calls)) if replays and calls >= 4 * (MIN_REPLAYS + 1) else 0
+        self.replays: set[int] = set(rng.sample(range(1, calls), count)) if count else set()
         self.previous: tuple[int, list] | None = None
 
     def next(self, i: int) -> list:
         if i in self.replays and self.previous is not None:
             seed, inputs = self.previous
             if self.rng.random() < 0.5:
-                inputs = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
-            self.replays.add(i)
+                inputs = [_copy_keeping_layout(v) for v in inputs]
         else:
             seed = self.rng.getrandbits(62)
             inputs, _ = self.runtime.make_inputs(seed, fingerprinted=False)
         self.seeds[i] = seed
-        self.previous = (seed, inputs)
+        self.previous = (seed, inputs) if self.keep else None
         return inputs
+
+
+def _copy_keeping_layout(v):
+    """A tensor's values in new memory with the same sizes, strides and offset (a plain clone
+    would make a strided input contiguous, and its launches' stride arguments would differ)."""
+    if not isinstance(v, torch.Tensor):
+        return v
+    copy = torch.empty(0, dtype=v.dtype, device=v.device)
+    return copy.set_(v.untyped_storage().clone(), v.storage_offset(), v.size(), v.stride())
 
 
 class TimedChecks:
     """Picks timed calls to check, each with the same chance, drawn after the call returned (so
     the candidate cannot know which of its calls will be compared) and copied at once (so a
-    result finished later, in another call, cannot be what is compared)."""
+    result finished later, in another call, cannot be what is compared). An output larger than
+    CHECK_ELEMENTS is kept at that many random positions (work skipped anywhere shows there)."""
 
-    def __init__(self, rng: random.Random, calls: int, budget_bytes: int):
+    def __init__(self, rng: random.Random, calls: int):
         self.rng = rng
         self.share = min(1.0, max(0.1, CHECKS_PER_RUN / max(calls, 1)))
-        self.budget = budget_bytes
-        self.used = 0
-        self.kept: list[tuple[int, int, list[torch.Tensor]]] = []  # (call, seed, outputs)
+        self.kept: list[tuple[int, int, list]] = []  # (call, seed, [(values, positions or None)])
 
-    def offer(self, call: int, seed: int, out) -> None:
+    def offer(self, call: int, seed: int, outputs: list[torch.Tensor]) -> None:
         if self.rng.random() >= self.share:
             return
-        flat = transfer.flatten_outputs(out)
-        if flat is None or any(type(t) is not torch.Tensor for t in flat):
-            return  # the trials reject such outputs; timing only times
-        nbytes = sum(t.numel() * t.element_size() for t in flat)
-        if self.kept and self.used + nbytes > self.budget:
-            return
-        self.used += nbytes
-        self.kept.append((call, seed, [t.detach().clone().contiguous() for t in flat]))
+        kept = []
+        for t in outputs:
+            t = t.detach()
+            if t.numel() <= CHECK_ELEMENTS:
+                kept.append((t.clone().contiguous(), None))
+                continue
+            g = torch.Generator(device=t.device)
+            g.manual_seed(self.rng.getrandbits(62))
+            index = torch.randint(0, t.numel(), (CHECK_ELEMENTS,), generator=g, device=t.device)
+            kept.append((t.reshape(-1)[index].clone(), index))
+        self.kept.append((call, seed, kept))
 
 
 def remembers_results(fresh: Timing, replays_ms: list[float]) -> str:
@@ -710,6 +779,11 @@ def remembers_results(fresh: Timing, replays_ms: list[float]) -> str:
                 f"on new inputs ({replay.median_ms:.3f} ms vs {fresh.median_ms:.3f} ms, {len(replays_ms)} "
                 "repeated calls): behaviour depends on inputs seen before (results cached)")
     return ""
+
+
+def _at(t: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    """The values of `t` at flat `positions` (all of `t` when None)."""
+    return t if positions is None else t.reshape(-1)[positions]
 
 
 def _structure(outputs: list[torch.Tensor]) -> list[list]:
