@@ -485,7 +485,8 @@ class _Check:
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick,
-                   # three sets at once (a reference's, the candidate's last and new ones) do not fit
+                   # three sets at once (the references', the candidate's last and new ones) do
+                   # not fit: the candidate's calls repeat nothing
                    "lean": 3 * input_bytes > INPUT_SETS_BUDGET_BYTES}
         with self.verifier.gpu.exclusive():
             t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
