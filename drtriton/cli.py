@@ -1,4 +1,4 @@
-"""The `drtriton` command: convert (the main job), verify, bench.
+"""The `drtriton` command: convert (the main job), verify, bench, doctor.
 
 Exit codes: 0 success (the candidate is correct), 1 a completed check that found no correct
 candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
@@ -7,7 +7,9 @@ candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -18,11 +20,16 @@ class UsageError(Exception):
     pass
 
 
-def _device_args(p: argparse.ArgumentParser) -> None:
+def _device_args(p: argparse.ArgumentParser, search: bool = False) -> None:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="where to check: cuda times on the GPU; cpu runs kernels in the Triton interpreter")
-    p.add_argument("--mode", choices=["strict", "mixed"], default="strict",
-                   help="strict: only Triton computes in forward; mixed: PyTorch ops allowed and reported")
+    if search:
+        p.add_argument("--mode", choices=["auto", "strict", "mixed"], default="auto",
+                       help="auto (default): strict first, then mixed for what Triton does not cover; "
+                            "strict: only Triton computes in forward; mixed: PyTorch ops allowed and reported")
+    else:
+        p.add_argument("--mode", choices=["strict", "mixed"], default="strict",
+                       help="strict: only Triton computes in forward; mixed: PyTorch ops allowed and reported")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit for each step of a check")
     p.add_argument("--workers", type=int, default=2, help="candidate worker processes")
 
@@ -31,7 +38,9 @@ def _make_verifier(args):
     from .verify import Verifier, VerifyConfig
 
     try:
-        config = VerifyConfig(device=args.device, mode=args.mode, timeout_s=args.timeout,
+        # (a search passes its mode with each check; auto starts strict)
+        config = VerifyConfig(device=args.device, mode="strict" if args.mode == "auto" else args.mode,
+                              timeout_s=args.timeout,
                               workers=args.workers)
         return Verifier(config)
     except ValueError as e:
@@ -40,6 +49,14 @@ def _make_verifier(args):
 
 def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def progress_bar(total: int, unit: str, disable: bool | None = None):
+    """A progress bar on stderr with the item in hand and the time left; shown on a terminal
+    only (`disable=None`), while the per-item lines written through it always are."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, file=sys.stderr, disable=disable, dynamic_ncols=True, leave=False)
 
 
 def format_verdict(v) -> str:
@@ -130,15 +147,19 @@ def cmd_bench(args) -> int:
     # (the final report rewrites the file in problem order).
     with open(out / "verdicts.jsonl", "w") as partial, _make_verifier(args) as verifier:
 
+        bar = progress_bar(total=len(problems), unit="problem")
+
         def progress(done, total, entry):
             v = entry.verdict
             what = entry.reason or "no candidate" if v is None else v.summary
-            _stderr(f"[{done}/{total}] {entry.problem.name}: {what}")
+            bar.write(f"[{done}/{total}] {entry.problem.name}: {what}", file=sys.stderr)
+            bar.set_postfix_str(entry.problem.name[:40], refresh=False)
+            bar.update(1)
             partial.write(json.dumps(entry.to_dict()) + "\n")
             partial.flush()
 
         if candidates is not None:
-            entries = run_bench(problems, candidates, verifier, progress)
+            entries = run_bench(problems, candidates, verifier, progress, mode=args.mode)
             what = f"candidates in {candidates}"
         else:
             from .search import SearchConfig
@@ -146,6 +167,7 @@ def cmd_bench(args) -> int:
             config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
             entries = run_search_bench(problems, verifier, config, out, progress, policies)
             what = f"{args.policy} policy with search, budget {args.budget:g} s"
+    bar.close()
     summary = summarize(entries)
     write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "
@@ -217,18 +239,32 @@ def cmd_convert(args) -> int:
     with _make_verifier(args) as verifier:
         config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
         search = Search(problem, verifier, config, policies=policies)
+        bar = progress_bar(total=0, unit="fragment", disable=True if quiet else None)
+        planned: set[str] = set()  # the current plan's fragments, ticked off as each is verified
         for event in search.run():
             if quiet:
                 continue
+            d = event.data
             if event.kind == "status":
-                _stderr(f"... {event.data['message']}")
+                if "fragments" in d:
+                    planned = set(d["fragments"])
+                    bar.reset(total=len(planned))
+                bar.write(f"... {d['message']}", file=sys.stderr)
             elif event.kind == "candidate":
-                d = event.data
                 tokens = f", {d['tokens']} tokens" if d.get("tokens") else ""
-                _stderr(f"  [{d['id']}] {d['fragment']} ({d['policy']}): {d['summary']} ({d['seconds']:.1f} s{tokens})")
+                bar.write(f"  [{d['id']}] {d['fragment']} ({d['policy']}): {d['summary']} ({d['seconds']:.1f} s{tokens})",
+                          file=sys.stderr)
+                bar.set_postfix_str(d["fragment"][:40], refresh=False)
+                if d["fragment"] in planned:
+                    planned.discard(d["fragment"])
+                    bar.update(1)
+        bar.close()
         result = search.result
     if result.correct:
         out.write_text(result.source)
+    if args.keep:
+        kept = keep_candidates(result, Path(args.keep))
+        _stderr(f"kept the {len(kept)} verified candidates' sources in {args.keep}")
     record = result.to_dict()
     record["output"] = str(out) if result.correct else None
     record["class"] = problem.candidate_class
@@ -239,12 +275,44 @@ def cmd_convert(args) -> int:
     return 0 if result.correct else 1
 
 
+def keep_candidates(result, folder: Path) -> list[Path]:
+    """Every verified candidate's source as a file, named by id, fragment and status, its
+    verdict in a comment on top: failed attempts can be read, edited and verified again."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for a in result.attempts:
+        if not a.source:
+            continue
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", a.fragment).strip("_")[:40] or "module"
+        path = folder / f"{a.id:03d}_{slug}_{a.verdict.status}.py"
+        path.write_text(f"# candidate {a.id}, {a.fragment}, by the {a.policy} policy: {a.verdict.summary}\n" + a.source)
+        paths.append(path)
+    return paths
+
+
+def offending_line(attempt) -> str:
+    """`line N: <the code there>` when the attempt's first reason names a line of its source."""
+    reasons = attempt.verdict.reasons
+    m = re.match(r"line (\d+)\b", reasons[0]) if reasons else None
+    lines = attempt.source.splitlines()
+    if m is None or not 0 < int(m.group(1)) <= len(lines):
+        return ""
+    return f"line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}"
+
+
 def format_conversion(result, out: Path, problem) -> str:
     if not result.correct:
-        return f"no correct Triton module found for {problem.class_name}: {result.reason}"
+        lines = [f"no correct Triton module found for {problem.class_name}: {result.reason}"]
+        last = next((a for a in reversed(result.attempts) if a.source and offending_line(a)), None)
+        if last is not None:
+            lines.append(f"  candidate {last.id} ({last.fragment}) fails at {offending_line(last)}")
+        if result.attempts:
+            lines.append(f"  ({len(result.attempts)} candidates tried: --keep DIR keeps their sources, "
+                         "--json prints them)")
+        return "\n".join(lines)
     v = result.verdict
     lines = [f"wrote {out} (class {problem.candidate_class})", f"  {v.summary}",
-             f"  written by: the {result.policy} policy", f"  plan: {result.plan}"]
+             f"  written by: the {result.policy} policy, {result.mode} mode", f"  plan: {result.plan}"]
     lines += [f"  left to PyTorch: {note}" for note in result.fallbacks]
     if v.timings:
         t = v.timings
@@ -254,9 +322,61 @@ def format_conversion(result, out: Path, problem) -> str:
     return "\n".join(lines)
 
 
+EXTRAS = {  # what each optional part needs (pyproject.toml's extras)
+    "server (editors)": ("pygls", "lsprotocol"),
+    "models (hf policy, serve-model)": ("transformers",),
+    "training": ("ortools", "trl", "transformers", "datasets", "accelerate"),
+}
+
+
+def environment_report() -> list[tuple[str, str]]:
+    """What `drtriton doctor` prints: versions, the device, the interpreter, the extras."""
+    import importlib.metadata
+    import importlib.util
+    import os
+
+    from . import __version__
+
+    rows = [("drtriton", __version__), ("python", sys.version.split()[0])]
+    for name in ("torch", "triton"):
+        try:
+            rows.append((name, importlib.import_module(name).__version__))
+        except Exception as e:  # a broken install is what doctor is for
+            rows.append((name, f"NOT USABLE: {type(e).__name__}: {e}"))
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            n = torch.cuda.device_count()
+            rows.append(("CUDA device", f"{torch.cuda.get_device_name(0)} ({n} visible; CUDA {torch.version.cuda})"))
+        else:
+            rows.append(("CUDA device", "none: checks run kernels in the Triton interpreter, speed is not measured"))
+    except Exception as e:
+        rows.append(("CUDA device", f"unknown ({type(e).__name__}: {e})"))
+    rows.append(("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "unset (the verifier sets it on CPU)")))
+    for part, modules in EXTRAS.items():
+        missing = [m for m in modules if importlib.util.find_spec(m) is None]
+        rows.append((part, "installed" if not missing else "missing " + ", ".join(missing)))
+    return rows
+
+
+def cmd_doctor(args) -> int:
+    rows = environment_report()
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"{k:<{width}}  {v}")
+    return 0 if not any(v.startswith("NOT USABLE") for _, v in rows) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="drtriton", description="Turn PyTorch modules into verified Triton.")
+    parser.add_argument("--version", action="version", version=f"drtriton {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="versions, the device, the Triton interpreter, the optional parts installed")
+    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("verify", help="check a Triton candidate against a PyTorch reference")
     p.add_argument("ref", help="the reference: a KernelBench file (class Model) or a file with --class")
@@ -273,7 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=float, default=600.0, metavar="SECONDS", help="time for the search")
     p.add_argument("--out", help="where to write the module (default: <stem>_triton.py beside FILE)")
     p.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
-    _device_args(p)
+    p.add_argument("--keep", metavar="DIR", help="write every verified candidate's source here, failed ones too")
+    _device_args(p, search=True)
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("bench", help="verify many candidates and report KernelBench metrics")
@@ -285,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
     p.add_argument("--ids", help="only these problem ids: numbers and ranges, e.g. 1-30,45")
     p.add_argument("--limit", type=int, help="only the first N problems")
-    _device_args(p)
+    _device_args(p, search=True)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("serve-model", help="serve a local checkpoint over an OpenAI-compatible API")
     p.add_argument("path", help="a transformers checkpoint folder")

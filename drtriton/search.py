@@ -22,7 +22,7 @@ import itertools
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
 from .capture import CaptureError
@@ -60,6 +60,7 @@ class Attempt:
     seconds: float  # verification
     tokens: int | None = None  # model policies: tokens generated
     generation_s: float | None = None  # model policies: time to generate
+    source: str = ""  # what was verified (a model's whole reply when it held no code)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -79,16 +80,20 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)  # e.g. a model endpoint that failed
     seconds: float = 0.0
     fallbacks: list[str] = field(default_factory=list)  # fragments plans left to PyTorch, and why
+    mode: str = ""  # the mode the result was found in: strict or mixed (auto tries strict first)
 
     def to_dict(self) -> dict:
-        return {"correct": self.correct, "plan": self.plan, "policy": self.policy, "reason": self.reason,
+        return {"correct": self.correct, "mode": self.mode, "plan": self.plan, "policy": self.policy, "reason": self.reason,
                 "notes": self.notes, "fallbacks": self.fallbacks, "verdict": self.verdict.to_dict() if self.verdict else None,
                 "seconds": round(self.seconds, 2), "candidates": [a.to_dict() for a in self.attempts]}
 
 
+MODES = ("auto", "strict", "mixed")
+
+
 @dataclass
 class SearchConfig:
-    mode: str = "strict"
+    mode: str = "strict"  # or mixed, or auto: strict first, then mixed for what is left
     budget_s: float = 600.0
     max_candidates: int = 64
     rounds: int = 2  # model rounds per fragment, each with the verdicts of the last
@@ -148,6 +153,9 @@ class Search:
     def run(self) -> Iterator[Event]:
         """The search's events, ending with `done`. An internal error ends the search with the
         best module found so far and the error as its reason; it never escapes to the caller."""
+        if self.config.mode == "auto":
+            yield from self._auto()
+            return
         try:
             yield from self._run()
         except Exception as e:
@@ -155,6 +163,34 @@ class Search:
             self.notes.append(note)
             yield Event("status", {"message": note})
             yield from self._done(note if self.best is None else "")
+
+    def _auto(self) -> Iterator[Event]:
+        """Strict first: every operator in Triton. When no such module verifies, mixed mode
+        with the time that is left, where PyTorch keeps what Triton does not cover (the result
+        lists those operators and the verdict the share of time in Triton)."""
+        strict = self._in_mode("strict", self.config.budget_s)
+        yield from (e for e in strict.run() if e.kind != "done")
+        first = strict.result
+        left = self.config.budget_s - first.seconds
+        if first.correct or self.cancel.is_set() or left <= 0:
+            self.result = first
+            yield Event("done", {"result": first})
+            return
+        yield Event("status", {"message": f"strict mode found no module ({first.reason}); mixed mode: "
+                                          "PyTorch keeps what Triton does not cover"})
+        mixed = self._in_mode("mixed", left)
+        yield from (e for e in mixed.run() if e.kind != "done")
+        second = mixed.result
+        self.result = replace(second, attempts=first.attempts + second.attempts, notes=first.notes + second.notes,
+                              seconds=first.seconds + second.seconds,
+                              reason=second.reason and f"strict: {first.reason}; mixed: {second.reason}")
+        yield Event("done", {"result": self.result})
+
+    def _in_mode(self, mode: str, budget_s: float) -> "Search":
+        search = Search(self.problem, self.verifier, replace(self.config, mode=mode, budget_s=budget_s),
+                        policies=self.models, cancel=self.cancel)
+        search._ids = self._ids  # candidate ids run on across both modes
+        return search
 
     def _run(self) -> Iterator[Event]:
         yield Event("status", {"message": f"capturing {self.problem.class_name}"})
@@ -194,8 +230,9 @@ class Search:
             cut = "fused" if cut_index == 0 else "one operator per kernel"
             if self._settled() or (self._exhausted() and (cut_index > 0 or self.best is not None)):
                 return
-            yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): "
-                                              + "; ".join(f.label for f in frags if f.kind != 'view')})
+            labels = [f.label for f in frags if f.kind != "view"]
+            yield Event("status", {"message": f"plan {cut_index + 1}/{len(cuts)} ({cut}): " + "; ".join(labels),
+                                   "fragments": labels})
             options = {i: self.builtin.choices(program, f, self.config.mode) if builtin else [] for i, f in enumerate(frags)}
             first = first_choices(frags, options)
             verdict = None
@@ -325,7 +362,8 @@ class Search:
             else:
                 why = parsed.error + (f" ({gen.error})" if gen.error else "")
                 verdict = _no_code(why)
-                yield from self._record(attempt_id, policy.name, fragment, "", verdict, 0.0, gen.tokens, gen.seconds)
+                yield from self._record(attempt_id, policy.name, fragment, "", verdict, 0.0, gen.tokens, gen.seconds,
+                                        source=gen.text)
             history.append((gen.text, verdict))
             results.append((parsed.code if parsed.ok else None, verdict))
         return results
@@ -373,12 +411,14 @@ class Search:
         t0 = time.monotonic()
         verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick or self.config.quick,
                                        mode=mode or self.config.mode)
-        yield from self._record(attempt_id, policy, fragment, plan, verdict, time.monotonic() - t0, tokens, generation_s)
+        yield from self._record(attempt_id, policy, fragment, plan, verdict, time.monotonic() - t0, tokens, generation_s,
+                                source=source)
         return verdict
 
-    def _record(self, attempt_id, policy, fragment, plan, verdict, seconds, tokens, generation_s) -> Iterator[Event]:
+    def _record(self, attempt_id, policy, fragment, plan, verdict, seconds, tokens, generation_s,
+                source: str = "") -> Iterator[Event]:
         attempt = Attempt(attempt_id, policy, fragment, plan, verdict, round(seconds, 2), tokens,
-                          None if generation_s is None else round(generation_s, 2))
+                          None if generation_s is None else round(generation_s, 2), source)
         self.attempts.append(attempt)
         yield Event("candidate", {"id": attempt_id, "fragment": fragment, "policy": policy, "plan": plan,
                                   "status": verdict.status, "summary": verdict.summary,
@@ -399,5 +439,6 @@ class Search:
         source, plan, policy, verdict = self.best or (None, "", None, None)
         self.result = SearchResult(correct=verdict is not None, source=source, verdict=verdict, plan=plan,
                                    policy=policy, attempts=self.attempts, reason=reason, notes=self.notes,
-                                   seconds=time.monotonic() - self.started, fallbacks=self.fallbacks)
+                                   seconds=time.monotonic() - self.started, fallbacks=self.fallbacks,
+                                   mode=self.config.mode)
         yield Event("done", {"result": self.result})

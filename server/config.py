@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 DEVICES = ("auto", "cpu", "cuda")
-MODES = ("strict", "mixed")
+MODES = ("auto", "strict", "mixed")
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class Settings:
     endpoint: str | None = None  # model policies: an OpenAI-compatible server
     model: str | None = None
     device: str = "auto"  # auto | cpu | cuda
-    mode: str = "strict"  # strict | mixed
+    mode: str = "auto"  # auto (strict, then mixed for what is left) | strict | mixed
     search_budget_s: float = 600.0  # like `drtriton convert --budget`
     output: str = "{stem}_triton.py"  # beside the source; {stem}, {class} and {dir} are replaced
 

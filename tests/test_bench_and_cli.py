@@ -145,3 +145,51 @@ def test_id_ranges_and_entries_round_trip():
     entry = _entry("a", True, 2.0, 1.5)
     again = BenchEntry.from_dict(json.loads(json.dumps(entry.to_dict())))
     assert again.verdict == entry.verdict and again.problem.name == "a"
+
+
+def test_bench_shows_a_progress_bar_on_a_terminal(tmp_path):
+    """On a terminal, bench draws a bar (done/total, the time left, the problem in hand) beside
+    its one line per problem; in a pipe (the other tests) only the lines are written."""
+    import os
+    import pty
+
+    problems, cands = tmp_path / "problems", tmp_path / "cands"
+    problems.mkdir()
+    cands.mkdir()
+    for name in ("relu_a", "relu_b"):
+        (problems / f"{name}.py").write_text(RELU)
+        (cands / f"{name}.py").write_text(RELU_OK)
+    master, slave = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a terminal's size
+    proc = subprocess.Popen([sys.executable, "-m", "drtriton.cli", "bench", str(problems), "--candidates", str(cands),
+                             "--device", "cpu", "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    proc.wait(timeout=600)
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text[-2000:]
+    assert "[2/2]" in text and "1/2 [" in text and "problem" in text, text[-2000:]
+
+
+def test_doctor_and_version_report_the_environment():
+    r = drtriton("doctor")
+    assert r.returncode == 0, r.stderr
+    for line in ("drtriton", "torch", "triton", "CUDA device", "TRITON_INTERPRET", "server (editors)", "training"):
+        assert line in r.stdout, r.stdout
+    import torch
+    if not torch.cuda.is_available():
+        assert "Triton interpreter" in r.stdout
+    v = drtriton("--version")
+    assert v.returncode == 0 and v.stdout.startswith("drtriton ")

@@ -191,6 +191,24 @@ def test_uncovered_operators_run_as_pytorch_fragments_in_mixed_mode(cpu_verifier
     assert any(op.startswith("flip") for op in mixed.verdict.pytorch_ops)
 
 
+def test_auto_mode_tries_strict_first_then_leaves_what_triton_lacks_to_pytorch(cpu_verifier, tmp_path):
+    result, events = convert(cpu_verifier, PARTLY_COVERED, mode="auto")
+    assert result.correct and result.mode == "mixed", result.reason
+    assert "flip: PyTorch" in result.plan and result.verdict.settings["mode"] == "mixed"
+    said = [e.data["message"] for e in events if e.kind == "status"]
+    assert any(m.startswith("strict mode found no module") for m in said), said
+    ids = [a.id for a in result.attempts]
+    assert len(ids) == len(set(ids))  # one numbering across both modes
+    covered, _ = convert(cpu_verifier, UPPERCASE_ARGS, mode="auto")
+    assert covered.correct and covered.mode == "strict"
+    # the command's default is auto: it converts, and says what stayed in PyTorch
+    (tmp_path / "part.py").write_text(PARTLY_COVERED)
+    r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "part.py", "--device", "cpu"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    assert "mixed mode" in r.stdout and "PyTorch still runs flip" in r.stdout, r.stdout
+
+
 def test_in_place_operators_on_computed_values_are_kept(cpu_verifier):
     result, _ = convert(cpu_verifier, IN_PLACE, mode="mixed")
     assert result.correct, (result.reason, [(a.fragment, a.verdict.reasons[:1]) for a in result.attempts])

@@ -336,3 +336,21 @@ def test_model_fragments_are_composed_into_the_module(cpu_verifier):
     assert all("(a fragment of relu)" in a for a in asked)
     assert "by the openai policy" in result.plan
     assert "written by the openai policy for a fragment" in result.source
+
+
+def test_convert_keeps_failed_candidates_and_shows_the_line_that_failed(tmp_path):
+    """A user whose every candidate fails can read them: `--keep DIR` writes each verified
+    source with its verdict on top, `--json` carries them, and the report quotes the line."""
+    broken = RELU_OK.replace("n = x.numel()", "n = x.numel() // undefined_size")
+    server = Scripted([fenced(broken)] * 20)
+    (tmp_path / "relu.py").write_text(RELU)
+    cmd = [sys.executable, "-m", "drtriton.cli", "convert", "relu.py", "--policy", "openai", "--endpoint",
+           server.url, "--model", "fake", "--no-builtin", "--device", "cpu", "--budget", "120"]
+    r = subprocess.run(cmd + ["--keep", "kept"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "fails at line" in r.stdout and "n = x.numel() // undefined_size" in r.stdout, r.stdout
+    kept = sorted((tmp_path / "kept").glob("*_failed.py"))
+    assert kept and "undefined_size" in kept[0].read_text() and kept[0].read_text().startswith("# candidate 1")
+    r = subprocess.run(cmd + ["--json"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    record = json.loads(r.stdout)
+    assert any("undefined_size" in c["source"] for c in record["candidates"])
