@@ -41,3 +41,13 @@ def test_the_readme_and_the_product_point_nowhere_outside_the_repository():
     for path in [ROOT / "README.md", ROOT / "docs" / "method.md", *(ROOT / "drtriton").rglob("*.py"),
                  *(ROOT / "server").rglob("*.py"), *(ROOT / "training").rglob("*.py")]:
         assert "../shared" not in path.read_text(), path
+
+
+def test_training_eval_takes_the_shipped_kernelbench_without_a_path():
+    from drtriton.problem import KERNELBENCH_DIR
+    from drtriton.training.cli import build_parser
+
+    args = build_parser().parse_args(["eval", "--recipe", "tiny", "--init", "m", "--out", "o", "--kernelbench"])
+    assert args.kernelbench == KERNELBENCH_DIR and (KERNELBENCH_DIR / "level1.jsonl").is_file()
+    args = build_parser().parse_args(["eval", "--recipe", "tiny", "--init", "m", "--out", "o", "--kernelbench", "kb"])
+    assert args.kernelbench == Path("kb")

@@ -15,6 +15,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from drtriton.problem import KERNELBENCH_DIR
+
 
 def _count(text: str) -> int:
     """An integer count; also accepts 1e6 and 1_000_000 spellings."""
@@ -131,7 +133,8 @@ def _add_drpo(subparsers) -> None:
 def _add_eval(subparsers) -> None:
     p = subparsers.add_parser("eval", help="a checkpoint on held-out synthetic programs and KernelBench")
     _run_args(p, "the checkpoint to evaluate")
-    p.add_argument("--kernelbench", type=Path, help="folder with level1.jsonl and level2.jsonl")
+    p.add_argument("--kernelbench", type=Path, nargs="?", const=KERNELBENCH_DIR,
+                   help="also KernelBench: alone, the shipped Levels 1 and 2; or a folder with level1.jsonl and level2.jsonl")
     p.add_argument("--levels", default="1,2", help="KernelBench levels (default 1,2)")
     p.add_argument("--limit", type=_positive, help="only the first N problems of each level")
     p.set_defaults(func=cmd_run, subparser=p, run="eval")
