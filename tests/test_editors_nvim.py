@@ -128,6 +128,7 @@ def test_convert_and_cancel_commands(record):
 def test_checkhealth(record):
     health = record["checkhealth"]
     assert "imports drtriton.server" in health and "OK Neovim 0.11" in health
+    assert "doctor: CUDA device" in health and "doctor: server (editors)" in health  # drtriton doctor's report
     assert "ERROR" not in health and "WARNING" not in health
 
 

@@ -33,6 +33,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         if (problem) {
             status.setServer('stopped');
             log.error(`cannot start the server with ${python.path} (${python.from}): ${problem}`);
+            logDoctor(python.path, log);
             const choice = await vscode.window.showErrorMessage(
                 `DRTriton: ${python.path} (${python.from}) cannot run the language server: ${problem}. ` +
                 'Install it there (pip install "drtriton[server]") or set drtriton.pythonPath.',
@@ -79,6 +80,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         } catch (e) { // the process exited during the handshake; its stderr is in the output channel
             status.setServer('stopped');
             log.error(`the language server did not start: ${e}`);
+            logDoctor(python.path, log);
             vscode.window.showErrorMessage('DRTriton: the language server did not start (see the DRTriton output).',
                 'Show Output').then((choice) => choice && log.show());
         }
@@ -147,6 +149,19 @@ async function restartOrNot(crashes: number[], log: vscode.LogOutputChannel, sta
     status.setServer(giveUp ? 'stopped' : 'starting');
     vscode.window.showWarningMessage(text, 'Show Output').then((choice) => choice && log.show());
     return { action: giveUp ? CloseAction.DoNotRestart : CloseAction.Restart, handled: true };
+}
+
+// `python -m drtriton.cli doctor` into the output (versions, the device, the optional parts
+// missing), for a server that cannot start.
+function logDoctor(python: string, log: vscode.LogOutputChannel): void {
+    cp.execFile(python, ['-m', 'drtriton.cli', 'doctor'], { timeout: 60_000 }, (error, stdout, stderr) => {
+        const report = stdout.trim();
+        if (report) {
+            log.info(`drtriton doctor:\n${report}`);
+        } else {
+            log.warn(`drtriton doctor did not run: ${stderr.trim().split('\n').pop() || error?.message}`);
+        }
+    });
 }
 
 // `python -c "import drtriton.server"`: a clear message instead of a server dying at start-up.

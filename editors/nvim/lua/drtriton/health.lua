@@ -34,6 +34,17 @@ function M.check()
       health.error(cmd[1] .. ' cannot import drtriton.server: ' .. (lines[#lines] or '?'),
         'pip install "drtriton[server]" into that interpreter')
     end
+    -- what `drtriton doctor` finds there: versions, the device, the optional parts installed
+    local doctor = vim.system({ cmd[1], '-m', 'drtriton.cli', 'doctor' }, { text = true }):wait(60000)
+    if doctor.code == 0 then
+      for _, line in ipairs(vim.split(vim.trim(doctor.stdout or ''), '\n')) do
+        health.info('doctor: ' .. line)
+      end
+    else
+      local lines = vim.split(vim.trim((doctor.stderr ~= '' and doctor.stderr) or doctor.stdout or ''), '\n')
+      health.error(cmd[1] .. ' -m drtriton.cli doctor failed: ' .. (lines[#lines] or '?'),
+        'pip install drtriton into that interpreter')
+    end
   end
 
   local clients = vim.lsp.get_clients({ name = 'drtriton' })
