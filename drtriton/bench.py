@@ -20,6 +20,7 @@ from typing import Callable
 from .errors import describe_exception
 from .problem import Problem
 from .verify import Verdict, Verifier
+from .verify.verdict import STRICT_PYTORCH_COMPUTE
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
 
@@ -92,7 +93,7 @@ def run_bench(
         source = path.read_text()
         verdict = verifier.verify(problem, source, mode="strict" if mode == "auto" else mode)
         if mode == "auto" and verdict.status == "rejected" and verdict.reasons \
-                and verdict.reasons[0].startswith("PyTorch computes in forward"):
+                and verdict.reasons[0].startswith(STRICT_PYTORCH_COMPUTE):
             verdict = verifier.verify(problem, source, mode="mixed")
         return BenchEntry(problem, path, verdict)
 

@@ -331,7 +331,6 @@ EXTRAS = {  # what each optional part needs (pyproject.toml's extras)
 
 def environment_report() -> list[tuple[str, str]]:
     """What `drtriton doctor` prints: versions, the device, the interpreter, the extras."""
-    import importlib.metadata
     import importlib.util
     import os
 

@@ -88,9 +88,6 @@ class SearchResult:
                 "seconds": round(self.seconds, 2), "candidates": [a.to_dict() for a in self.attempts]}
 
 
-MODES = ("auto", "strict", "mixed")
-
-
 @dataclass
 class SearchConfig:
     mode: str = "strict"  # or mixed, or auto: strict first, then mixed for what is left

@@ -193,3 +193,15 @@ def test_doctor_and_version_report_the_environment():
         assert "Triton interpreter" in r.stdout
     v = drtriton("--version")
     assert v.returncode == 0 and v.stdout.startswith("drtriton ")
+
+
+def test_bench_auto_verifies_a_candidate_strict_then_mixed_when_pytorch_computes_in_it(tmp_path, cpu_verifier):
+    from drtriton.bench import run_bench
+    from verifier_cases import LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED
+
+    (tmp_path / "fusion.py").write_text(LINEAR_RELU_BIAS_MIXED)  # nn.Linear in forward, Triton epilogue
+    problem = from_source(LINEAR_RELU_BIAS, name="fusion")
+    [strict] = run_bench([problem], tmp_path, cpu_verifier, mode="strict")
+    assert strict.verdict.status == "rejected" and "PyTorch computes in forward" in strict.verdict.reasons[0]
+    [auto] = run_bench([problem], tmp_path, cpu_verifier, mode="auto")
+    assert auto.verdict.correct and auto.verdict.settings["mode"] == "mixed"

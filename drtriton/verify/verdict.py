@@ -19,6 +19,10 @@ FAILED = "failed"  # did not run to the end: compile error, exception, crash, ha
 ERROR = "error"  # the reference problem could not be built or fed
 
 
+# A strict check's reason when the dispatcher saw PyTorch compute in forward (mixed mode allows it)
+STRICT_PYTORCH_COMPUTE = "PyTorch computes in forward (strict mode allows only allocation, views and copies)"
+
+
 def launched_kernel(signature: str) -> str:
     """The kernel name in a launch signature, `name[grid](scalars)` (worker.guard writes them)."""
     return signature.split("[", 1)[0].split("(", 1)[0]

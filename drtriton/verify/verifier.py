@@ -506,6 +506,8 @@ class _Check:
         """Compare the timed calls the worker picked at random with the reference on the same
         inputs: a candidate that computes something else while it is timed (it noticed, or
         returns what it remembered) is rejected."""
+        if not checks:  # none picked this run (each call is picked by chance): nothing shared
+            return
         try:
             with self.verifier.gpu.shared():
                 reply = self.reference_call({"op": "check_timed", "key": self.problem.key, "calls": checks},

@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from ..compare import compare, compare_with_exact, is_near_miss
-from ..verdict import Timing, Tolerance, launched_kernel
+from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel
 from . import transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, python_thread_count
 from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
@@ -256,8 +256,7 @@ class ReferenceHarness:
                                           other_shapes=bool(req.get("other_shapes")), indexes=indexes)
             del outs, indexes  # releases the CUDA IPC mappings
         finally:
-            transfer.remove(specs)
-            transfer.remove([spec for spec in index_specs if spec is not None])
+            _remove_shared(specs, index_specs)
         worst = max(results, key=lambda c: (not c.passed, c.rel_error_norm or 0.0))
         return {
             "ok": True,
@@ -293,8 +292,7 @@ class ReferenceHarness:
         finally:
             for call in pending:
                 self.outputs.pop((key, call["seed"]), None)
-                transfer.remove(call["files"])
-                transfer.remove([spec for spec in call.get("indexes") or [] if spec is not None])
+                _remove_shared(call["files"], call.get("indexes"))
         return {"ok": True, "results": results, "unchecked": len(pending)}
 
     def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False,
@@ -538,12 +536,8 @@ class CandidateHarness:
         for i, (before, after) in enumerate(zip(saved, inputs)):
             if isinstance(before, torch.Tensor) and not _same(before, after):
                 raise CandidateFault("rejected", f"forward modified its input #{i} in place")
-        flat = transfer.flatten_outputs(out)
-        if flat is None:
-            raise CandidateFault("failed", f"forward returned {type(out).__name__}, not tensors")
+        flat = _plain_tensors(out)
         for t in flat:
-            if type(t) is not torch.Tensor:
-                raise CandidateFault("rejected", f"forward returned a {type(t).__name__}, not a plain torch.Tensor")
             if t.device.type != torch.device(self.device).type:
                 raise CandidateFault("failed", f"output is on {t.device}, expected {self.device}")
         if not launches:
@@ -554,8 +548,7 @@ class CandidateHarness:
         compute = dict(accountant.account.compute)
         if self.mode == "strict" and compute:
             ops = ", ".join(f"{k} x{v}" for k, v in sorted(compute.items()))
-            raise CandidateFault("rejected", f"PyTorch computes in forward (strict mode allows only "
-                                             f"allocation, views and copies): {ops}")
+            raise CandidateFault("rejected", f"{STRICT_PYTORCH_COMPUTE}: {ops}")
         self.shared_outputs = [t.detach().contiguous() for t in flat]  # alive until read
         files = [transfer.share(t, self.settings["transfer_dir"]) for t in self.shared_outputs]
         return {
@@ -623,10 +616,10 @@ class CandidateHarness:
         def after_call(name: str, i: int, out) -> None:
             if name != "candidate":
                 return
-            flat = transfer.flatten_outputs(out)
-            odd = type(out).__name__ if flat is None else next((type(t).__name__ for t in flat if type(t) is not torch.Tensor), None)
-            if odd:
-                raise CandidateFault("rejected", f"forward returned a {odd} in a timed call, not plain torch.Tensors")
+            try:  # the verified calls returned plain tensors: anything else now is a trick
+                flat = _plain_tensors(out, when=" in a timed call")
+            except CandidateFault as e:
+                raise CandidateFault("rejected", str(e)) from None
             patched = self.patches.changed()  # (a patch undone by a later call would slip past one check at the end)
             if patched:
                 raise CandidateFault("rejected", "patched " + ", ".join(patched) + " (in a timed call)")
@@ -642,14 +635,14 @@ class CandidateHarness:
         raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
-        kernels = kernel_times(lambda: run_candidate(profiled))
+        kernels = kernel_times(lambda: run_candidate(profiled), calls=PROFILED_CALLS)
         self.last_inputs = profiled  # seen by the candidate: the re-checks write new values into these
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
         if mismatched_calls:
             raise CandidateFault(
                 "rejected",
-                f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup'] + 3}"
+                f"launches changed between calls ({len(mismatched_calls)} of {req['trials'] + req['warmup'] + PROFILED_CALLS}"
                 f" timed and profiled calls differ from the verified one: e.g. {mismatched_calls[0]} instead of "
                 f"{expected}): behaviour depends on the call count or on inputs seen before",
             )
@@ -686,6 +679,7 @@ MIN_REPLAYS = 3  # fewer repeated calls judge nothing; runs under 4x this many c
 CHECKS_PER_RUN = 8  # timed outputs compared with the reference, on average (at least 10% of calls)
 CHECK_ELEMENTS = 1 << 20  # a larger output is compared at this many random positions
 CACHED_SPEEDUP = 1.5  # replays this much faster than new inputs: results remembered
+PROFILED_CALLS = 3  # calls under the profiler after timing (GPU time per kernel)
 
 _urandom = os.urandom  # captured before any candidate code is imported
 
@@ -777,6 +771,24 @@ def remembers_results(fresh: Timing, replays_ms: list[float]) -> str:
                 f"on new inputs ({replay.median_ms:.3f} ms vs {fresh.median_ms:.3f} ms, {len(replays_ms)} "
                 "repeated calls): behaviour depends on inputs seen before (results cached)")
     return ""
+
+
+def _plain_tensors(out, when: str = "") -> list[torch.Tensor]:
+    """A forward's result as plain tensors, or the CandidateFault that says what it was instead
+    (anything but tensors: failed; a tensor subclass or Parameter: rejected, a lazy or fake output)."""
+    flat = transfer.flatten_outputs(out)
+    if flat is None:
+        raise CandidateFault("failed", f"forward returned {type(out).__name__}{when}, not tensors")
+    odd = next((type(t).__name__ for t in flat if type(t) is not torch.Tensor), None)
+    if odd:
+        raise CandidateFault("rejected", f"forward returned a {odd}{when}, not a plain torch.Tensor")
+    return flat
+
+
+def _remove_shared(files: list, indexes: list | None) -> None:
+    """Delete what the candidate worker shared for one comparison (outputs, sampled positions)."""
+    transfer.remove(files)
+    transfer.remove([spec for spec in indexes or [] if spec is not None])
 
 
 def _at(t: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
