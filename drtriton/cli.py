@@ -331,7 +331,6 @@ EXTRAS = {  # what each optional part needs (pyproject.toml's extras)
 
 def environment_report() -> list[tuple[str, str]]:
     """What `drtriton doctor` prints: versions, the device, the interpreter, the extras."""
-    import importlib.util
     import os
 
     from . import __version__
@@ -354,9 +353,24 @@ def environment_report() -> list[tuple[str, str]]:
         rows.append(("CUDA device", f"unknown ({type(e).__name__}: {e})"))
     rows.append(("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "unset (the verifier sets it on CPU)")))
     for part, modules in EXTRAS.items():
-        missing = [m for m in modules if importlib.util.find_spec(m) is None]
-        rows.append((part, "installed" if not missing else "missing " + ", ".join(missing)))
+        rows.append((part, _extra_state(modules)))
     return rows
+
+
+def _extra_state(modules: tuple[str, ...]) -> str:
+    """'installed', 'missing a, b', or 'NOT USABLE: ...' for a package that is there but does not
+    import (a half-upgraded environment: found on disk, broken when the server starts)."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        return "missing " + ", ".join(missing)
+    for m in modules:
+        try:
+            importlib.import_module(m)
+        except Exception as e:
+            return f"NOT USABLE: {m}: {type(e).__name__}: {e}"
+    return "installed"
 
 
 def cmd_doctor(args) -> int:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,15 @@ def descendants(pid: int) -> list[int]:
         found += children
         frontier = children
     return found
+
+
+def broken_python(folder: Path) -> Path:
+    """An interpreter as a half-upgraded environment leaves it: this Python, with a pygls that is
+    found on disk but fails to import (so the language server cannot start, and doctor says why)."""
+    shim = folder / "broken-site" / "pygls"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text('raise ImportError("pygls is broken on purpose")\n')
+    python = folder / "broken-python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{shim.parent}" exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    return python

@@ -1,6 +1,7 @@
 """`drtriton verify` and `drtriton bench` as a user runs them (CPU, interpreter)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +194,21 @@ def test_doctor_and_version_report_the_environment():
         assert "Triton interpreter" in r.stdout
     v = drtriton("--version")
     assert v.returncode == 0 and v.stdout.startswith("drtriton ")
+
+
+def test_doctor_names_an_optional_package_that_is_installed_but_broken(tmp_path):
+    # a package found on disk that fails to import: what a half-upgraded environment looks like,
+    # and what kills the language server at start-up
+    shim = tmp_path / "pygls"
+    shim.mkdir()
+    (shim / "__init__.py").write_text('raise ImportError("pygls is broken on purpose")\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-m", "drtriton.cli", "doctor"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [row] = [line for line in r.stdout.splitlines() if line.startswith("server (editors)")]
+    assert "NOT USABLE: pygls: ImportError: pygls is broken on purpose" in row
+    assert any(line.startswith("training") and "NOT USABLE" not in line for line in r.stdout.splitlines())
 
 
 def test_bench_auto_verifies_a_candidate_strict_then_mixed_when_pytorch_computes_in_it(tmp_path, cpu_verifier):

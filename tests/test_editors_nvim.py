@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from editor_tools import ROOT, SMALL_BLOCK, artifacts, recorded, unavailable
+from editor_tools import ROOT, SMALL_BLOCK, artifacts, broken_python, recorded, unavailable
 
 pytestmark = pytest.mark.slow
 NVIM_VERSION = "0.11"
@@ -127,9 +127,28 @@ def test_convert_and_cancel_commands(record):
 
 def test_checkhealth(record):
     health = record["checkhealth"]
-    assert "imports drtriton.server" in health and "OK Neovim 0.11" in health
+    assert "can run drtriton.server" in health and "OK Neovim 0.11" in health
     assert "doctor: CUDA device" in health and "doctor: server (editors)" in health  # drtriton doctor's report
     assert "ERROR" not in health and "WARNING" not in health
+
+
+def test_checkhealth_says_why_an_interpreter_cannot_run_the_server(nvim, tmp_path):
+    # the user's python (from setup) has a pygls that does not import: :checkhealth names it
+    python, out = broken_python(tmp_path), tmp_path / "health.txt"
+    lua = (f"vim.opt.runtimepath:prepend({json.dumps(str(ROOT / 'editors' / 'nvim'))}); "
+           f"require('drtriton').setup({{ python = {json.dumps(str(python))} }}); "
+           "vim.cmd('checkhealth drtriton'); "
+           f"vim.fn.writefile(vim.api.nvim_buf_get_lines(0, 0, -1, false), {json.dumps(str(out))}); "
+           "vim.cmd('qa!')")
+    home = tmp_path / "home"
+    env = {**os.environ, **{f"XDG_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "DATA", "STATE", "CACHE")}}
+    run = subprocess.run([nvim, "--headless", "-u", "NONE", "-i", "NONE", "-c", f"lua {lua}"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert out.is_file(), run.stdout + run.stderr
+    health = out.read_text()
+    assert f"ERROR {python} cannot run drtriton.server: ImportError: pygls is broken on purpose" in health, health
+    assert "ERROR doctor: server (editors)" in health and "NOT USABLE: pygls" in health, health
+    assert "doctor: CUDA device" in health  # the rest of the report is still there
 
 
 def _step_time(record, what: str) -> float:

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from editor_tools import ROOT, SMALL_BLOCK, artifacts, descendants, free_port, tools
+from editor_tools import ROOT, SMALL_BLOCK, artifacts, broken_python, descendants, free_port, tools
 
 pytestmark = pytest.mark.slow
 DRIVER = ROOT / "editors" / "vscode" / "test" / "e2e.js"
-SCREENSHOTS = ["01-light-bulb", "02-streaming", "03-verdict", "04-hover", "05-report", "06-restarted"]
+SCREENSHOTS = ["01-light-bulb", "02-streaming", "03-verdict", "04-hover", "05-report", "06-restarted",
+               "07-broken-python"]
 
 # the user's settings: a quiet window, no first-run pages, no network
 USER_SETTINGS = {
@@ -92,7 +93,7 @@ def code_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def record(code_server) -> dict:
+def record(code_server, tmp_path_factory) -> dict:
     out = artifacts("vscode")
     env = {
         **os.environ,
@@ -102,6 +103,7 @@ def record(code_server) -> dict:
         "DRTRITON_CHROMIUM": code_server["chromium"],
         "DRTRITON_SERVER_PID": str(code_server["pid"]),
         "DRTRITON_TIMEOUT": "180",
+        "DRTRITON_BROKEN_PYTHON": str(broken_python(tmp_path_factory.mktemp("broken"))),
     }
     try:
         run = subprocess.run([code_server["node"], str(DRIVER)], cwd=DRIVER.parent, env=env,
@@ -159,6 +161,17 @@ def test_server_restarts_after_a_crash(record):
     assert "language server stopped unexpectedly; restarting it" in record["crashMessage"]
     assert record["restartedPids"]
     assert "server running" in record["statusRestarted"]
+
+
+def test_an_interpreter_that_cannot_run_the_server_is_named_with_doctors_report(record):
+    # drtriton.pythonPath set to a Python whose pygls does not import (the last step of the driver)
+    message = record["brokenPythonMessage"]
+    assert "broken-python" in message and "cannot run the language server" in message, message
+    assert "ImportError: pygls is broken on purpose" in message, message
+    output = record["brokenPythonOutput"]  # the DRTriton output, opened from the error's button
+    [row] = [line for line in output if line.startswith("server (editors)")]
+    assert "NOT USABLE: pygls: ImportError: pygls is broken on purpose" in row, output
+    assert any(line.startswith("torch") for line in output), output  # the whole report, not one line
 
 
 def test_screenshots_are_kept(record):

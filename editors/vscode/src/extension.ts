@@ -164,10 +164,11 @@ function logDoctor(python: string, log: vscode.LogOutputChannel): void {
     });
 }
 
-// `python -c "import drtriton.server"`: a clear message instead of a server dying at start-up.
+// `python -c "import drtriton.server.server"` (the module that imports pygls and lsprotocol): a
+// clear message instead of a server dying at start-up.
 function checkServer(python: string): Promise<string | undefined> {
     return new Promise((resolve) => {
-        cp.execFile(python, ['-c', 'import drtriton.server'], { timeout: 60_000 }, (error, _stdout, stderr) => {
+        cp.execFile(python, ['-c', 'import drtriton.server.server'], { timeout: 60_000 }, (error, _stdout, stderr) => {
             if (!error) {
                 resolve(undefined);
             } else if ((error as NodeJS.ErrnoException).code === 'ENOENT') {

@@ -9,6 +9,8 @@
 //   DRTRITON_SERVER_PID code-server's process id: the crash step kills the language server
 //                       among its descendants
 //   DRTRITON_TIMEOUT    seconds for the conversion (default 180)
+//   DRTRITON_BROKEN_PYTHON  an interpreter that cannot run the server: the last step points
+//                       drtriton.pythonPath at it and reads what the window then says
 // It acts as a user does (clicks, keys, the mouse over a name) and records what the window shows
 // in observations.json; the Python test asserts on that. It exits 1 when a step times out, with a
 // screenshot of that moment (failure.png).
@@ -277,6 +279,26 @@ async function run(page) {
             .catch(() => undefined);
         seen.orphanedWorkers = workers.filter(alive);
         seen.orphanedWorkers.forEach((pid) => process.kill(pid, 'SIGKILL'));
+    }
+
+    // the user points the extension at an interpreter that cannot run the server: an error
+    // names the cause, and "Show Output" shows drtriton doctor's report of that interpreter
+    const broken = process.env.DRTRITON_BROKEN_PYTHON;
+    if (broken) {
+        const file = path.join(workspace, '.vscode', 'settings.json');
+        const settings = JSON.parse(fs.readFileSync(file, 'utf8'));
+        fs.writeFileSync(file, JSON.stringify({ ...settings, 'drtriton.pythonPath': broken }, null, 2));
+        say('drtriton.pythonPath set to', broken);
+        seen.brokenPythonMessage = await waitFor('the error for an interpreter that cannot run the server', 60_000,
+            async () => (await notifications()).find((n) => n.includes('cannot run the language server')));
+        const toast = page.locator('.notification-toast', { hasText: 'cannot run the language server' }).first();
+        await toast.locator('.monaco-button', { hasText: 'Show Output' }).first().click();
+        const output = page.locator('.part.panel .monaco-editor').first();
+        seen.brokenPythonOutput = await waitFor('drtriton doctor\'s report in the DRTriton output', 60_000, async () => {
+            const lines = await visibleLines(output);
+            return lines.some((l) => l.startsWith('server (editors)')) && lines;
+        }, 500);
+        await shot(page, '07-broken-python');
     }
 }
 

@@ -26,22 +26,29 @@ function M.check()
   health.ok('server command: ' .. table.concat(cmd, ' '))
 
   if drtriton.config.cmd == nil then -- our own command: check that its Python has the server
-    local check = vim.system({ cmd[1], '-c', 'import drtriton.server' }, { text = true }):wait(60000)
+    -- drtriton.server.server imports pygls and lsprotocol: a broken install fails here, not at start-up
+    local check = vim.system({ cmd[1], '-c', 'import drtriton.server.server' }, { text = true }):wait(60000)
     if check.code == 0 then
-      health.ok(cmd[1] .. ' imports drtriton.server')
+      health.ok(cmd[1] .. ' can run drtriton.server')
     else
       local lines = vim.split(vim.trim(check.stderr or ''), '\n')
-      health.error(cmd[1] .. ' cannot import drtriton.server: ' .. (lines[#lines] or '?'),
+      health.error(cmd[1] .. ' cannot run drtriton.server: ' .. (lines[#lines] or '?'),
         'pip install "drtriton[server]" into that interpreter')
     end
     -- what `drtriton doctor` finds there: versions, the device, the optional parts installed
+    -- (it exits 1 when something is not usable, and still prints its report)
     local doctor = vim.system({ cmd[1], '-m', 'drtriton.cli', 'doctor' }, { text = true }):wait(60000)
-    if doctor.code == 0 then
-      for _, line in ipairs(vim.split(vim.trim(doctor.stdout or ''), '\n')) do
-        health.info('doctor: ' .. line)
+    local report = vim.trim(doctor.stdout or '')
+    if report ~= '' then
+      for _, line in ipairs(vim.split(report, '\n')) do
+        if line:find('NOT USABLE', 1, true) then
+          health.error('doctor: ' .. line)
+        else
+          health.info('doctor: ' .. line)
+        end
       end
     else
-      local lines = vim.split(vim.trim((doctor.stderr ~= '' and doctor.stderr) or doctor.stdout or ''), '\n')
+      local lines = vim.split(vim.trim(doctor.stderr or ''), '\n')
       health.error(cmd[1] .. ' -m drtriton.cli doctor failed: ' .. (lines[#lines] or '?'),
         'pip install drtriton into that interpreter')
     end
