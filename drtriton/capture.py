@@ -13,6 +13,7 @@ a worker process (`Verifier.capture`), and the plan is built in the parent.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -39,6 +40,11 @@ class Node:
     op: str | None = None  # vocabulary operator, None when the vocabulary does not cover it
     attrs: dict = field(default_factory=dict)  # the vocabulary operator's attributes
     mutates: bool = False  # in-place on a parameter or buffer (batch-norm counters): not part of the result
+
+    @property
+    def returns_tuple(self) -> bool:
+        """A tuple result (its parts are "<node>.<i>"; unbind of a size-1 axis has one part)."""
+        return len(self.outputs) > 1 or self.outputs[0] == f"{self.name}.0"
 
 
 @dataclass
@@ -119,6 +125,9 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
         with _Replay(reads):
             ep = _export(model, inputs)
     graph = _convert(ep)
+    lowered = _decompose_uncovered(ep, graph)
+    if lowered is not None:
+        graph = lowered
     for v in graph.values.values():
         if v.kind in ("param", "buffer") and v.fqn:
             v.access = access_path(model, v.fqn)
@@ -203,6 +212,67 @@ def _export(model, inputs: list):
     except Exception as e:  # data-dependent control flow, unsupported Python, ...
         raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+# What capture leaves as it is, covered or not: views and sizes compute nothing, and an
+# allocation computes from no input (both run as PyTorch in strict mode too).
+VIEWS = {
+    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
+    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.permute.default",
+    "aten.transpose.int", "aten.t.default", "aten.numpy_T.default", "aten.expand.default",
+    "aten.flatten.using_ints", "aten.unflatten.int", "aten.select.int", "aten.slice.Tensor",
+    "aten.narrow.default", "aten.detach.default", "aten.detach_.default", "aten.alias.default",
+    "aten.contiguous.default", "aten.clone.default", "aten.lift_fresh_copy.default",
+    "aten.split.Tensor", "aten.split_with_sizes.default", "aten.unbind.int", "aten.chunk.default",
+    "aten.tensor_split.sections", "aten.tensor_split.indices", "aten.movedim.int", "aten.diagonal.default",
+    "aten.expand_as.default", "aten.view_as.default", "aten.reshape_as.default",
+}
+ALLOCATIONS = {
+    "aten.zeros.default", "aten.ones.default", "aten.full.default", "aten.empty.memory_format",
+    "aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default", "aten.empty_like.default",
+    "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default",
+    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.scalar_tensor.default",
+}
+
+
+def uncovered(graph: Graph) -> set[str]:
+    """The aten operators of `graph` that compute and that the vocabulary does not cover."""
+    return {n.target for n in graph.nodes if n.op is None and n.target.startswith("aten.")
+            and n.target not in VIEWS and n.target not in ALLOCATIONS and not is_scalar(n, graph.values)}
+
+
+def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
+    """Lower the operators the vocabulary does not cover with PyTorch's own decompositions (the
+    table `torch.export` and Inductor use, down to Core ATen): `masked_fill` becomes `where`, an
+    LSTM its matrix products and gates, `pixel_shuffle` views. Covered operators stay as they
+    are (a convolution is not taken apart). None when there is nothing to lower or lowering
+    fails: the operators then run as PyTorch, as before."""
+    import torch
+    from torch.export import default_decompositions
+
+    wanted = uncovered(graph)
+    if not wanted:
+        return None
+    table = default_decompositions()
+    chosen = {}
+    for n in ep.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
+            if n.target in table:
+                chosen[n.target] = table[n.target]
+    if not chosen:
+        return None
+    try:
+        lowered = _convert(ep.run_decompositions(chosen))
+    except Exception:  # a decomposition that does not trace here: keep the operators
+        return None
+    # lowering runs the whole program through functionalisation, which respells a few operators
+    # (batch_norm -> _native_batch_norm_legit_no_training): keep it only if every covered one on
+    # floating-point values stays (integer index arithmetic, arange + 0, may fold away)
+    def covered(g: Graph) -> Counter:
+        return Counter(n.op for n in g.nodes if n.op is not None
+                       and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
+
+    return lowered if not covered(graph) - covered(lowered) else None
 
 
 def access_path(model, fqn: str) -> str:
@@ -343,8 +413,12 @@ def _convert(ep) -> Graph:
                     and values[source["value"]].kind == "const":
                 alias[n.name] = source["value"]
                 continue
+            if target == "aten.dropout.default" and len(n.args) == 3 and n.args[2] is False:
+                alias[n.name] = source["value"]  # dropout outside training: the input itself
+                continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]
-            names = [n.name] if len(outs) == 1 else [f"{n.name}.{i}" for i in range(len(outs))]
+            # a tuple result's parts are "<node>.<i>", as getitem refers to them (one part too)
+            names = [f"{n.name}.{i}" for i in range(len(outs))] if isinstance(val, (tuple, list)) else [n.name]
             for name, o in zip(names, outs):
                 if o is not None and hasattr(o, "shape"):
                     values[name] = Value(name, _shape(o), _dtype(o), "node")

@@ -292,3 +292,97 @@ def test_constants_made_in_forward_and_nested_parameters_in_epilogues(cpu_verifi
     assert result.correct, failures(result)
     assert "torch.tensor([1.0, -2.0, 3.0], dtype=torch.float32, device=x.device)" in result.source
     assert "self.scales[0].gain" in result.source
+
+
+# -- operators outside KernelBench's vocabulary (issue 16): Core ATen math, masks, lowering --
+
+RMSNORM_CAUSAL = '''
+import math
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    """LLaMA's RMSNorm (rsqrt) and a causal mask made with masked_fill, as people write them."""
+
+    def __init__(self, d=16, t=8):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.qk = nn.Linear(d, 2 * d)
+        self.register_buffer("mask", torch.tril(torch.ones(t, t)))
+
+    def forward(self, x):
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        q, k = self.qk(x).chunk(2, dim=-1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        att = att.masked_fill(self.mask == 0, float("-inf"))
+        return torch.softmax(att, dim=-1) @ x
+
+
+def get_inputs():
+    return [torch.randn(2, 8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_rsqrt_and_masked_fill_convert_in_strict_mode(cpu_verifier):
+    # masked_fill is lowered to where; rsqrt and the comparison are vocabulary operators
+    _, result, _ = convert(cpu_verifier, RMSNORM_CAUSAL, mode="strict")
+    assert result.correct, failures(result)
+    assert result.mode == "strict" and not result.fallbacks
+
+
+def test_lowering_keeps_covered_operators_and_maps_what_it_makes():
+    from drtriton.capture import capture_module, uncovered
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(8)
+            self.drop = torch.nn.Dropout(0.2)
+
+        def forward(self, x, keep):
+            y = self.drop(self.bn(x)).masked_fill(~keep, 0.0)
+            return torch.nn.functional.pixel_shuffle(y.view(2, 8, 1, 1), 2) + torch.addcmul(x, x, x).sum()
+
+    net = Net().eval()
+    graph = capture_module(net, [torch.randn(2, 8), torch.rand(2, 8) > 0.5])
+    ops = [n.op for n in graph.nodes if n.op]
+    assert "batch_norm" in ops  # functionalisation respells it; the lowered form still maps
+    assert "where" in ops and "logical_not" in ops  # masked_fill -> where; ~keep
+    assert not uncovered(graph), uncovered(graph)  # addcmul, pixel_shuffle: lowered to covered ops and views
+    assert not any("dropout" in n.target for n in graph.nodes)  # eval dropout is its input
+
+
+GRU = '''
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 12, batch_first=True)
+
+    def forward(self, x):
+        out, h = self.gru(x)
+        return out * torch.sigmoid(h[-1]).unsqueeze(1)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_gru_is_lowered_to_matrix_products_and_gates(cpu_verifier):
+    # one layer, so its hidden state unbinds into one part (captured as "<node>.0")
+    _, result, _ = convert(cpu_verifier, GRU, mode="mixed")
+    assert result.correct, failures(result)
+    assert "torch.ops.aten.gru" not in result.source

@@ -628,23 +628,23 @@ async def test_device_and_policy_errors_are_diagnostics(client: Client):
 # Model-backed policies: a fake OpenAI-compatible endpoint that streams its reply
 
 
-TRIU = textwrap.dedent('''\
+FLIP = textwrap.dedent('''\
     import torch
     import torch.nn as nn
 
 
-    class Upper(nn.Module):
-        """The built-in policy has no template for triu: only the model can convert it."""
+    class Reverse(nn.Module):
+        """The built-in policy has no template for flip: only the model can convert it."""
 
         def forward(self, x):
-            return torch.triu(x)
+            return torch.flip(x, dims=[1])
 
 
     def get_inputs():
         return [torch.rand(4, 8)]
 ''')
 
-TRIU_REPLY = '''Here is the Triton version.
+FLIP_REPLY = '''Here is the Triton version.
 
 ```python
 import torch
@@ -654,25 +654,24 @@ import triton.language as tl
 
 
 @triton.jit
-def triu_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+def flip_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     col = tl.arange(0, BLOCK)
     mask = col < cols
-    v = tl.load(x_ptr + row * cols + col, mask=mask, other=0.0)
-    v = tl.where(col >= row, v, 0.0)
+    v = tl.load(x_ptr + row * cols + (cols - 1 - col), mask=mask, other=0.0)
     tl.store(out_ptr + row * cols + col, v, mask=mask)
 
 
-class UpperTriton(nn.Module):
+class ReverseTriton(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         out = torch.empty_like(x)
         rows, cols = x.shape
-        triu_kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+        flip_kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
         return out
 ```
 
-It keeps the upper triangle, one program per row.
+It reverses each row, one program per row.
 '''
 
 
@@ -686,7 +685,7 @@ def _has_openai() -> bool:
 
 @pytest.fixture(scope="module")
 def fake_model():
-    """An OpenAI-compatible endpoint streaming TRIU_REPLY in small pieces, 10 ms apart."""
+    """An OpenAI-compatible endpoint streaming FLIP_REPLY in small pieces, 10 ms apart."""
     import http.server
     import json
     import threading
@@ -697,8 +696,8 @@ def fake_model():
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            for i in range(0, len(TRIU_REPLY), 24):
-                piece = TRIU_REPLY[i:i + 24]
+            for i in range(0, len(FLIP_REPLY), 24):
+                piece = FLIP_REPLY[i:i + 24]
                 self.wfile.write(f"data: {json.dumps({'choices': [{'index': 0, 'delta': {'content': piece}}]})}\n\n".encode())
                 self.wfile.flush()
                 time.sleep(0.01)
@@ -716,11 +715,11 @@ def fake_model():
 
 @pytest.mark.skipif(not _has_openai(), reason="this build has no openai policy")
 async def test_model_policy_streams_its_reply_and_keeps_the_code(client: Client, fake_model):
-    uri = open_file(client, "upper.py", TRIU)
+    uri = open_file(client, "reverse.py", FLIP)
     client.set_configuration({"device": "cpu", "policy": "openai", "endpoint": fake_model, "model": "fake"},
                              section="drtriton", scope_uri=uri)
     started = time.monotonic()
-    reply = await convert(client, uri, "Upper")
+    reply = await convert(client, uri, "Reverse")
     end = await finished(client, reply["job"])
     assert end["state"] == "done" and end["correct"], end
     out = reply["output"]
@@ -736,22 +735,22 @@ async def test_model_policy_streams_its_reply_and_keeps_the_code(client: Client,
     # then the file holds the code, not the prose and fences around it
     final = client.files[out]
     assert final.startswith("import torch") and "```" not in final and "Here is" not in final
-    assert "class UpperTriton(nn.Module):" in final
-    [diag] = diagnostics_for(client, uri, "Upper")
+    assert "class ReverseTriton(nn.Module):" in final
+    [diag] = diagnostics_for(client, uri, "Reverse")
     assert diag.message.startswith("correct on 7/7 trials")
-    h = await hover(client, uri, line_of(TRIU, "class Upper"))
+    h = await hover(client, uri, line_of(FLIP, "class Reverse"))
     assert "- Written by: the openai policy" in h.contents.value and "| openai |" in h.contents.value
 
 
 @pytest.mark.skipif(not _has_openai(), reason="this build has no openai policy")
 async def test_unreachable_endpoint_is_a_clear_diagnostic(client: Client):
-    uri = open_file(client, "upper_offline.py", TRIU)
+    uri = open_file(client, "reverse_offline.py", FLIP)
     client.set_configuration({"device": "cpu", "policy": "openai", "endpoint": "http://127.0.0.1:9/v1",
                               "model": "fake"}, section="drtriton", scope_uri=uri)
-    reply = await convert(client, uri, "Upper")
+    reply = await convert(client, uri, "Reverse")
     end = await finished(client, reply["job"])
     assert end["state"] == "done" and not end["correct"], end
-    diags = diagnostics_for(client, uri, "Upper")
+    diags = diagnostics_for(client, uri, "Reverse")
     messages = " | ".join(d.message for d in diags)
     assert any(d.code == "no-correct-version" and d.severity == types.DiagnosticSeverity.Warning for d in diags), messages
     assert any(d.code == "policy" and "cannot reach the endpoint http://127.0.0.1:9/v1" in d.message for d in diags), messages

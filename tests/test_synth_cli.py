@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("ortools")
 
-from drtriton.ops import NAMES  # noqa: E402
+from drtriton.ops import SYNTH_NAMES  # noqa: E402
 from drtriton.training.cli import main, parse_ops  # noqa: E402
 
 
@@ -68,9 +68,9 @@ def test_writes_programs_and_manifest(tmp_path, capsys):
         assert set(r) >= {"id", "code", "ops", "k", "flops", "shapes"}
         assert 1_000 <= r["flops"] <= 200_000 and len(r["ops"]) == r["k"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["vocabulary"] == list(NAMES)
+    assert manifest["vocabulary"] == list(SYNTH_NAMES)
     assert (manifest["min_flops"], manifest["max_flops"], manifest["seed"], manifest["count"]) == (1_000, 200_000, 3, 6)
-    assert sum(manifest["histogram"].values()) == 9 and set(manifest["histogram"]) == set(NAMES)
+    assert sum(manifest["histogram"].values()) == 9 and set(manifest["histogram"]) == set(SYNTH_NAMES)
     assert set(manifest["per_k"]) == {"1", "2"}
 
 

@@ -89,7 +89,7 @@ def test_same_seed_same_programs_any_worker_count():
 def test_every_operator_contributes_to_the_output():
     rng = random.Random(0)
     for _ in range(300):
-        names = [rng.choice(ops.NAMES) for _ in range(rng.randint(1, 8))]
+        names = [rng.choice(ops.SYNTH_NAMES) for _ in range(rng.randint(1, 8))]
         try:
             graph = sample_graph(names, rng)
         except Exception:  # noqa: BLE001 - StructureError: this wiring was refused, fine
@@ -127,7 +127,7 @@ def test_forced_sequence_and_all_operators_reachable_at_k1():
     """Every operator can be generated alone (and passes the execution gate)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in ops.NAMES:
+        for name in ops.SYNTH_NAMES:
             got = None
             for index in range(4):
                 got = make_program(3, 1, index, BOUNDS, names=[name]).program

@@ -14,7 +14,10 @@ import os
 import sys
 import tempfile
 
-os.environ.setdefault("TRITON_INTERPRET", "1")
+# `--cuda`: compiled for the GPU (benchmarks run it there: the same templates, real Triton)
+CUDA = "--cuda" in sys.argv
+if not CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torch  # noqa: E402
 
@@ -44,23 +47,24 @@ def attr_cases(op):
 def kernel_source(cases):
     lines = ["import triton", "import triton.language as tl", ""]
     for i, (op, attrs) in enumerate(cases):
-        expr = op.triton_expr(attrs).format(x="x", y="y")
-        binary = op.arity == 2
+        expr = op.triton_expr(attrs).format(x="x", y="y", z="z")
         lines += [
             "@triton.jit",
-            f"def k{i}(X, Y, O, n, BLOCK: tl.constexpr):",
+            f"def k{i}(X, Y, Z, O, n, BLOCK: tl.constexpr):",
             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
             "    mask = offs < n",
             "    x = tl.load(X + offs, mask=mask)",
-            "    y = tl.load(Y + offs, mask=mask)" if binary else "    y = x",
+            "    y = tl.load(Y + offs, mask=mask)" if op.arity >= 2 else "    y = x",
+            "    z = tl.load(Z + offs, mask=mask)" if op.arity >= 3 else "    z = x",
             f"    tl.store(O + offs, {expr}, mask=mask)",
             "",
         ]
     return "\n".join(lines)
 
 
-def inputs(n, positive=False):
-    """Normal, wide, large and tiny values of both signs; the tiny ones are the last quarter."""
+def inputs(n, domain="real"):
+    """Normal, wide, large and tiny values of both signs; the tiny ones are the last quarter.
+    The positive domain: their magnitudes plus 0.5; the unit domain: values in (-1, 1)."""
     gen = torch.Generator().manual_seed(0)
     x = torch.cat([
         torch.randn(n // 4, generator=gen),
@@ -68,7 +72,13 @@ def inputs(n, positive=False):
         (torch.rand(n // 4, generator=gen) - 0.5) * 200,
         (torch.rand(n - 3 * (n // 4), generator=gen) - 0.5) * 1e-2,
     ])
-    return x.abs() + 0.5 if positive else x
+    if domain == "positive":
+        return x.abs() + 0.5
+    if domain == "unit":
+        return torch.tanh(x) * 0.999
+    if domain == "mask":
+        return x > 0.3
+    return x
 
 
 class _Naive:
@@ -99,12 +109,21 @@ def main():
         spec.loader.exec_module(module)
         n = BLOCK
         for i, (op, attrs) in enumerate(cases):
-            x = inputs(n)
-            y = inputs(n, positive=op.slots[-1].domain == "positive").flip(0)
-            out = torch.empty_like(x)
-            getattr(module, f"k{i}")[(1,)](x, y, out, n, BLOCK=BLOCK)
-            ref = op.reference([x, y][: op.arity], attrs)
+            # each slot its own draw (flipped, rolled), so binary operands differ element by element
+            x, y, z = [inputs(n, op.slots[min(j, op.arity - 1)].domain).roll(j * 97).flip(0) if j else
+                       inputs(n, op.slots[0].domain) for j in range(3)]
+            ref = op.reference([x, y, z][: op.arity], attrs)  # on the CPU: the same reference either way
+            if CUDA:
+                x, y, z = x.cuda(), y.cuda(), z.cuda()
+            out = torch.empty_like(ref, device=x.device)
+            getattr(module, f"k{i}")[(1,)](x, y, z, out, n, BLOCK=BLOCK)
+            out = out.cpu()
             tiny = slice(3 * (n // 4), n)
+            if not ref.is_floating_point():  # booleans: every element exact
+                ok, worst = bool(torch.equal(out, ref)), int((out != ref).int().argmax())
+                print(json.dumps({"op": op.name, "attrs": attrs, "ok": ok, "worst_x": float(x[worst]),
+                                  "got": float(out[worst]), "want": float(ref[worst])}))
+                continue
             err = ((out - ref).abs() - ATOL) / ref.abs().clamp_min(1e-30)
             worst = int(err.argmax())
             ok = bool(torch.allclose(out, ref, rtol=RTOL, atol=ATOL)

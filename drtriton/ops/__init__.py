@@ -27,6 +27,8 @@ if len(VOCABULARY) != len(_ALL):  # pragma: no cover - a definition error, caugh
     raise RuntimeError("duplicate operator names in the vocabulary")
 
 NAMES: tuple[str, ...] = tuple(VOCABULARY)
+#: what synthesis draws from, uniformly: every operator but the piecewise-constant ones
+SYNTH_NAMES: tuple[str, ...] = tuple(name for name, op in VOCABULARY.items() if op.drawn)
 
 
 def get(name: str) -> Operator:
@@ -44,6 +46,6 @@ def by_category(category: str) -> tuple[Operator, ...]:
 
 
 __all__ = [
-    "ANY_RANK", "CATEGORIES", "DOMAINS", "LAYOUT", "NAMES", "VOCABULARY", "Axis", "Choice", "LayoutOp",
+    "ANY_RANK", "CATEGORIES", "DOMAINS", "LAYOUT", "NAMES", "SYNTH_NAMES", "VOCABULARY", "Axis", "Choice", "LayoutOp",
     "ModuleCall", "Operator", "Param", "ShapeError", "Slot", "Spatial", "by_category", "get",
 ]

@@ -50,7 +50,15 @@ _UNARY = {
     "aten.relu.default": "relu", "aten.sigmoid.default": "sigmoid", "aten.tanh.default": "tanh",
     "aten.silu.default": "silu", "aten.mish.default": "mish", "aten.hardswish.default": "hardswish",
     "aten.hardsigmoid.default": "hardsigmoid", "aten.selu.default": "selu", "aten.abs.default": "abs",
+    **{f"aten.{name}.default": name for name in (
+        "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
+        "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "floor", "ceil", "trunc",
+        "round", "frac", "sign")},
+    "aten.sgn.default": "sign",
 }
+_BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
+           "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
+           "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp"}
 
 
 def _unary(name: str) -> Callable:
@@ -119,7 +127,7 @@ def _arith(tensor_op: str, scalar_op: str | None, sign: float = 1.0):
     return m
 
 
-def _minmax_tensor(name: str):
+def _both_tensors(name: str):
     def m(node, values):
         return (name, {}) if _is_tensor(node.args[0]) and _is_tensor(node.args[1]) else None
     return m
@@ -233,6 +241,13 @@ def _batch_norm(node, values):
                           "running_stats": a["running_mean"] is not None}
 
 
+def _batch_norm_inference(node, values):
+    """What lowering respells an eval-mode batch_norm as: the result is its output 0."""
+    a = _args(node, ["input", "weight", "bias", "running_mean", "running_var", "momentum", "eps"])
+    return "batch_norm", {"training": False, "eps": float(a["eps"]), "affine": a["weight"] is not None,
+                          "momentum": a["momentum"], "running_stats": True}
+
+
 def _instance_norm(node, values):
     a = _args(node, ["input", "weight", "bias", "running_mean", "running_var", "use_input_stats",
                      "momentum", "eps", "cudnn_enabled"], {"weight": None, "bias": None, "eps": 1e-5})
@@ -261,10 +276,12 @@ def _rms_norm(node, values):
                         "affine": a["weight"] is not None}
 
 
-def _softmax(name: str):
+def _softmax(name: str, dtype_arg: str = "dtype"):
+    """softmax(x, dim, dtype) or, lowered, _softmax(x, dim, half_to_float)."""
     def m(node, values):
-        a = _args(node, ["input", "dim", "dtype"], {"dtype": None})
-        if a["dtype"] is not None:
+        a = _args(node, ["input", "dim", dtype_arg], {dtype_arg: None})
+        as_is = a[dtype_arg] in (None, False) or a[dtype_arg] == values[a["input"]["value"]].dtype
+        if not as_is:  # a softmax that changes the dtype
             return None
         rank = len(_shape(values, a["input"]))
         return name, {"dim": int(a["dim"]) % max(rank, 1)}
@@ -347,8 +364,62 @@ def _triplet(node, values):
                                    "reduction": _REDUCTION[int(a["reduction"])]}
 
 
+def _compare(name: str):
+    """eq.Tensor(x, y) and eq.Scalar(x, 2.0): the tensor first (the scalar becomes a literal)."""
+    def m(node, values):
+        return (name, {}) if _is_tensor(node.args[0]) and isinstance(node.args[1], (dict, int, float, bool)) else None
+    return m
+
+
+def _where(node, values):
+    """where.self and its scalar forms (ScalarSelf/ScalarOther/Scalar: literals in the kernel)."""
+    a = _args(node, ["condition", "input", "other"])
+    if not _is_tensor(a["condition"]) or values[a["condition"]["value"]].dtype != "torch.bool":
+        return None
+    if not all(_is_tensor(v) or isinstance(v, (int, float, bool)) for v in (a["input"], a["other"])):
+        return None
+    return "where", {}
+
+
+def _to_dtype(node, values):
+    """A dtype conversion on the same device (`x.to(torch.float32)`, `_to_copy(x, dtype=...)`,
+    `x.float()`), not a move or a layout change."""
+    a = _args(node, ["input", "dtype"] if node.target == "aten.to.dtype" else ["input"])
+    dtype = a.get("dtype")
+    extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format", "non_blocking", "copy"}
+    if not _is_tensor(a["input"]) or not isinstance(dtype, str) or extra:
+        return None
+    if node.kwargs.get("memory_format") not in (None, "torch.preserve_format"):
+        return None
+    name = dtype.removeprefix("torch.")
+    from .elementwise import _TL_DTYPES
+    return ("to_dtype", {"dtype": name}) if name in _TL_DTYPES else None
+
+
+def _bool_logic(name: str):
+    """bitwise and/or/xor/not on booleans are the logical operators."""
+    def m(node, values):
+        tensors = [a for a in node.args if _is_tensor(a)]
+        if len(tensors) != len(node.args) or any(values[t["value"]].dtype != "torch.bool" for t in tensors):
+            return None
+        return name, {}
+    return m
+
+
 MATCHERS: dict[str, Callable] = {
+    **{f"aten.{c}.{form}": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge") for form in ("Tensor", "Scalar")},
+    "aten.where.self": _where, "aten.where.ScalarSelf": _where, "aten.where.ScalarOther": _where,
+    "aten.where.Scalar": _where,
+    "aten._to_copy.default": _to_dtype, "aten.to.dtype": _to_dtype,
+    "aten.logical_not.default": _unary("logical_not"), "aten.logical_and.default": _both_tensors("logical_and"),
+    "aten.logical_or.default": _both_tensors("logical_or"), "aten.logical_xor.default": _both_tensors("logical_xor"),
+    "aten.bitwise_and.Tensor": _bool_logic("logical_and"), "aten.bitwise_or.Tensor": _bool_logic("logical_or"),
+    "aten.bitwise_xor.Tensor": _bool_logic("logical_xor"), "aten.bitwise_not.default": _bool_logic("logical_not"),
+    "aten.__and__.Tensor": _bool_logic("logical_and"), "aten.__or__.Tensor": _bool_logic("logical_or"),
+    "aten.isnan.default": _unary("isnan"), "aten.isinf.default": _unary("isinf"),
+    "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},
+    **{target: _both_tensors(name) for target, name in _BINARY.items()},
     "aten.gelu.default": _gelu,
     "aten.leaky_relu.default": _leaky_relu,
     "aten.elu.default": _elu,
@@ -361,10 +432,10 @@ MATCHERS: dict[str, Callable] = {
     "aten.mul.Tensor": _arith("mul", "mul_scalar"),
     "aten.multiply.Tensor": _arith("mul", "mul_scalar"),
     "aten.div.Tensor": _arith("div", "div_scalar"),
-    "aten.maximum.default": _minmax_tensor("maximum"),
-    "aten.minimum.default": _minmax_tensor("minimum"),
-    "aten.max.other": _minmax_tensor("maximum"),
-    "aten.min.other": _minmax_tensor("minimum"),
+    "aten.maximum.default": _both_tensors("maximum"),
+    "aten.minimum.default": _both_tensors("minimum"),
+    "aten.max.other": _both_tensors("maximum"),
+    "aten.min.other": _both_tensors("minimum"),
     "aten.matmul.default": lambda n, v: ("matmul", {}),
     "aten.mm.default": lambda n, v: ("matmul", {}),
     "aten.bmm.default": lambda n, v: ("bmm", {}),
@@ -386,12 +457,14 @@ MATCHERS: dict[str, Callable] = {
     "aten.adaptive_avg_pool2d.default": _adaptive_avg("adaptive_avg_pool2d", 2),
     "aten.adaptive_avg_pool3d.default": _adaptive_avg("adaptive_avg_pool3d", 3),
     "aten.batch_norm.default": _batch_norm,
+    "aten._native_batch_norm_legit_no_training.default": _batch_norm_inference,
     "aten.instance_norm.default": _instance_norm,
     "aten.group_norm.default": _group_norm,
     "aten.layer_norm.default": _layer_norm,
     "aten.rms_norm.default": _rms_norm,
     "aten.softmax.int": _softmax("softmax"),
-    "aten._softmax.default": _softmax("softmax"),
+    "aten._softmax.default": _softmax("softmax", "half_to_float"),
+    "aten._log_softmax.default": _softmax("log_softmax", "half_to_float"),
     "aten.log_softmax.int": _softmax("log_softmax"),
     "aten.sum.dim_IntList": _reduce("sum"),
     "aten.sum.default": _reduce("sum"),

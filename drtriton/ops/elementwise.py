@@ -10,6 +10,7 @@ about 1e-6 relative.
 
 from __future__ import annotations
 
+import math
 import random
 
 from drtriton.ops.operator import ANY_RANK, Choice, Operator, Slot
@@ -52,6 +53,34 @@ def softplus(e: str) -> str:
 
 def sigmoid(e: str) -> str:
     return f"(1.0 / (1.0 + tl.exp(-{e})))"
+
+
+def log1p_any(e: str) -> str:
+    """log(1 + e) for any e > -1 (a series near zero, where 1 + e would round)."""
+    small = f"{e} * {_poly(e, (1.0, -1 / 2, 1 / 3, -1 / 4, 1 / 5, -1 / 6))}"
+    return f"tl.where(tl.abs({e}) < 0.01, {small}, tl.log(1.0 + {e}))"
+
+
+def trunc(e: str) -> str:
+    return f"tl.where({e} >= 0.0, tl.floor({e}), tl.ceil({e}))"
+
+
+def atan(e: str) -> str:
+    """arctan: halve the angle twice (|t| <= tan(pi/8), then tan(pi/16)), an odd series, and
+    a reflection for |e| > 1 (atan(e) = pi/2 - atan(1/e))."""
+    a = f"tl.abs({e})"
+    r = f"tl.where({a} > 1.0, 1.0 / {a}, {a})"
+    h1 = f"({r} / (1.0 + tl.sqrt(1.0 + {r} * {r})))"
+    h2 = f"({h1} / (1.0 + tl.sqrt(1.0 + {h1} * {h1})))"
+    series = f"4.0 * {h2} * {_poly(f'{h2} * {h2}', (1.0, -1 / 3, 1 / 5, -1 / 7, 1 / 9, -1 / 11))}"
+    folded = f"tl.where({a} > 1.0, 1.5707963267948966 - {series}, {series})"
+    return f"tl.where({e} < 0.0, -{folded}, {folded})"
+
+
+def sinh(e: str) -> str:
+    sq = f"{e} * {e}"
+    small = f"{e} * {_poly(sq, (1.0, 1 / 6, 1 / 120, 1 / 5040))}"
+    return f"tl.where(tl.abs({e}) < 0.1, {small}, 0.5 * (tl.exp({e}) - tl.exp(-{e})))"
 
 
 _SELU_ALPHA = 1.6732632423543772
@@ -102,13 +131,13 @@ def _unary(name, torch_template, triton_template, description, *, attrs=(), fns=
 
 
 def _binary(name, torch_template, triton_template, description, *, fns, methods,
-            commutative=False, other_domain="real"):
+            commutative=False, other_domain="real", x_domain="real", value_range=None):
     return Operator(
         name=name, category="elementwise_binary",
-        slots=(Slot("input", ANY_RANK), Slot("other", ANY_RANK, domain=other_domain)),
+        slots=(Slot("input", ANY_RANK, domain=x_domain), Slot("other", ANY_RANK, domain=other_domain)),
         rule=broadcast_rule, torch_template=torch_template, triton_template=triton_template,
         description=description, torch_functions=fns, tensor_methods=methods,
-        commutative=commutative, fresh=broadcast_fresh,
+        commutative=commutative, fresh=broadcast_fresh, value_range=value_range,
     )
 
 
@@ -216,6 +245,73 @@ UNARY = (
            fns=("operator.truediv", "torch.div", "torch.divide"), methods=("div", "__truediv__")),
 )
 
+# Core ATen's elementwise math (what `torch.export` keeps of torch.exp, x.sqrt(), torch.where's
+# arithmetic...): one record each, the Triton form built from the blocks above. Inputs outside
+# a function's real domain (log of a negative) draw from the positive or unit domain.
+_LN2, _LN10 = 0.6931471805599453, 2.302585092994046
+
+
+def _math(name, triton_template, description, *, domain="real", torch_name=None, method=True, value_range=None,
+          drawn=True):
+    fn = torch_name or f"torch.{name}"
+    return Operator(
+        name=name, category="elementwise_unary", slots=(Slot("input", ANY_RANK, domain=domain),),
+        rule=same_shape, torch_template=fn + "({x})", triton_template=triton_template,
+        description=description, torch_functions=(fn,), tensor_methods=(name,) if method else (),
+        value_range=value_range, drawn=drawn,
+    )
+
+
+# Periodic and discontinuous functions: sampling their template does not bound them
+def _fixed(lo: float, hi: float):
+    return lambda ranges, attrs: (lo, hi)
+
+
+def _within_divisor(nonneg: bool):
+    """fmod and remainder: |result| < |y| (remainder: on y's side)."""
+    def rule(ranges, attrs):
+        bound = max(abs(ranges[1][0]), abs(ranges[1][1]))
+        return (0.0 if nonneg and ranges[1][0] >= 0 else -bound, bound)
+    return rule
+
+
+# floor(x) plus 1 above the half, plus floor(x) mod 2 at the half (x - floor(x) is exact)
+_ROUND_HALF_EVEN = ("tl.where({x} - tl.floor({x}) > 0.5, tl.floor({x}) + 1.0, tl.where({x} - tl.floor({x}) < 0.5, "
+                    "tl.floor({x}), tl.floor({x}) + tl.floor({x}) - 2.0 * tl.floor(tl.floor({x}) * 0.5)))")
+
+MATH = (
+    _math("neg", "-{x}", "-x"),
+    _math("exp", "tl.exp({x})", "e ** x"),
+    _math("exp2", f"tl.exp({{x}} * {_LN2!r})", "2 ** x"),
+    _math("expm1", expm1("{x}"), "e ** x - 1, accurate near 0"),
+    _math("log", "tl.log({x})", "natural logarithm (x > 0)", domain="positive"),
+    _math("log2", f"tl.log({{x}}) * {1 / _LN2!r}", "base-2 logarithm (x > 0)", domain="positive"),
+    _math("log10", f"tl.log({{x}}) * {1 / _LN10!r}", "base-10 logarithm (x > 0)", domain="positive"),
+    _math("log1p", log1p_any("{x}"), "log(1 + x), accurate near 0 (x > -1)", domain="positive"),
+    _math("sqrt", "tl.sqrt({x})", "square root (x >= 0)", domain="positive"),
+    _math("rsqrt", "1.0 / tl.sqrt({x})", "1 / sqrt(x) (x > 0)", domain="positive"),
+    _math("reciprocal", "1.0 / {x}", "1 / x", domain="positive"),
+    _math("sin", "tl.sin({x})", "sine", value_range=_fixed(-1.0, 1.0)),
+    _math("cos", "tl.cos({x})", "cosine", value_range=_fixed(-1.0, 1.0)),
+    _math("tan", "tl.sin({x}) / tl.cos({x})", "tangent", value_range=_fixed(-math.inf, math.inf)),
+    _math("asin", atan("({x} / tl.sqrt(1.0 - {x} * {x}))"), "arcsine (|x| < 1)", domain="unit"),
+    _math("acos", "2.0 * " + atan("tl.sqrt((1.0 - {x}) / (1.0 + {x}))"), "arccosine (|x| < 1)", domain="unit"),
+    _math("atan", atan("{x}"), "arctangent"),
+    _math("sinh", sinh("{x}"), "hyperbolic sine"),
+    _math("cosh", "0.5 * (tl.exp({x}) + tl.exp(-{x}))", "hyperbolic cosine"),
+    _math("asinh", "tl.where({x} < 0.0, -1.0, 1.0) * "
+          + log1p_any("(tl.abs({x}) + {x} * {x} / (1.0 + tl.sqrt(1.0 + {x} * {x})))"), "inverse hyperbolic sine"),
+    _math("atanh", "tl.where({x} < 0.0, -0.5, 0.5) * " + log1p_any("(2.0 * tl.abs({x}) / (1.0 - tl.abs({x})))"),
+          "inverse hyperbolic tangent (|x| < 1)", domain="unit"),
+    _math("erf", "tl.erf({x})", "error function", torch_name="torch.erf"),
+    _math("floor", "tl.floor({x})", "round down", drawn=False),
+    _math("ceil", "tl.ceil({x})", "round up", drawn=False),
+    _math("trunc", trunc("{x}"), "round toward zero", drawn=False),
+    _math("round", _ROUND_HALF_EVEN, "round half to even", drawn=False),
+    _math("frac", "{x} - " + trunc("{x}"), "x - trunc(x)", value_range=_fixed(-1.0, 1.0)),
+    _math("sign", "tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))", "-1, 0 or 1", drawn=False),
+)
+
 BINARY = (
     _binary("add", "{x} + {y}", "{x} + {y}", "x + y, broadcasting", commutative=True,
             fns=("operator.add", "torch.add"), methods=("add", "__add__", "__radd__")),
@@ -232,4 +328,83 @@ BINARY = (
             commutative=True, fns=("torch.minimum", "torch.min"), methods=("minimum",)),
 )
 
-OPERATORS = UNARY + BINARY
+MORE_BINARY = (
+    _binary("pow_tensor", "torch.pow({x}, {y})", "tl.exp({y} * tl.log({x}))", "x ** y for x > 0, broadcasting",
+            fns=("torch.pow",), methods=("pow",), x_domain="positive"),
+    _binary("atan2", "torch.atan2({x}, {y})",
+            "tl.where({y} > 0.0, " + atan("({x} / {y})") + ", tl.where({y} < 0.0, "
+            "tl.where({x} < 0.0, -1.0, 1.0) * 3.141592653589793 + " + atan("({x} / {y})") + ", "
+            "tl.where({x} < 0.0, -1.5707963267948966, tl.where({x} > 0.0, 1.5707963267948966, 0.0))))",
+            "atan(x / y) in the quadrant of the point (y, x), broadcasting", fns=("torch.atan2",), methods=("atan2",),
+            value_range=_fixed(-math.pi, math.pi)),
+    # Triton's % on floats is C's fmod (exact): torch.fmod; remainder moves it to y's sign
+    _binary("fmod", "torch.fmod({x}, {y})", "{x} % {y}",
+            "remainder of x / y rounded toward zero, broadcasting", other_domain="positive",
+            fns=("torch.fmod",), methods=("fmod",), value_range=_within_divisor(nonneg=False)),
+    _binary("remainder", "torch.remainder({x}, {y})", "tl.where(({x} % {y} != 0.0) & (({x} % {y} < 0.0) != ({y} < 0.0)), {x} % {y} + {y}, {x} % {y})",
+            "remainder of x / y rounded down (Python's %), broadcasting", other_domain="positive",
+            fns=("torch.remainder",), methods=("remainder",), value_range=_within_divisor(nonneg=True)),
+    _binary("copysign", "torch.copysign({x}, {y})", "tl.where({y} < 0.0, -tl.abs({x}), tl.abs({x}))",
+            "|x| with the sign of y, broadcasting", fns=("torch.copysign",), methods=("copysign",)),
+    _binary("hypot", "torch.hypot({x}, {y})", "tl.sqrt({x} * {x} + {y} * {y})", "sqrt(x^2 + y^2), broadcasting",
+            commutative=True, fns=("torch.hypot",), methods=("hypot",)),
+    _binary("logaddexp", "torch.logaddexp({x}, {y})",
+            "tl.maximum({x}, {y}) + " + log1p("tl.exp(-tl.abs({x} - {y}))"), "log(e^x + e^y), broadcasting",
+            commutative=True, fns=("torch.logaddexp",), methods=("logaddexp",)),
+)
+
+# Comparisons, logic, selection and casts: boolean (or retyped) results, as masks are made in
+# real code (causal masks, padding masks, torch.where). Not drawn by synthesis: piecewise
+# constant, and boolean-valued.
+_BOOL_RANGE = (0.0, 1.0)
+_TL_DTYPES = {"float32": "tl.float32", "float64": "tl.float64", "float16": "tl.float16", "bfloat16": "tl.bfloat16",
+              "int64": "tl.int64", "int32": "tl.int32", "int16": "tl.int16", "int8": "tl.int8", "uint8": "tl.uint8",
+              "bool": "tl.int1"}
+
+
+def _logic(name, torch_template, triton_template, description, *, domains, fns=(), methods=(), out_dtype="bool",
+           value_range=_fixed(*_BOOL_RANGE), attrs=()):
+    slots = tuple(Slot(slot, ANY_RANK, domain=d) for slot, d in zip(("input", "other", "third"), domains))
+    return Operator(
+        name=name, category="elementwise_unary" if len(slots) == 1 else "elementwise_binary", slots=slots,
+        rule=same_shape if len(slots) == 1 else broadcast_rule, torch_template=torch_template,
+        triton_template=triton_template, description=description, torch_functions=fns, tensor_methods=methods,
+        out_dtype=out_dtype, value_range=value_range, fresh=None if len(slots) == 1 else broadcast_fresh,
+        attrs=attrs, drawn=False,
+    )
+
+
+def _compare(name, symbol, text):
+    return _logic(name, f"{{x}} {symbol} {{y}}", f"{{x}} {symbol} {{y}}", f"x {text} y, broadcasting (booleans)",
+                  domains=("real", "real"), fns=(f"torch.{name}",), methods=(name,))
+
+
+LOGIC = (
+    _compare("eq", "==", "=="), _compare("ne", "!=", "!="), _compare("lt", "<", "<"),
+    _compare("le", "<=", "<="), _compare("gt", ">", ">"), _compare("ge", ">=", ">="),
+    _logic("logical_not", "torch.logical_not({x})", "{x} == 0", "not x (booleans)", domains=("mask",),
+           fns=("torch.logical_not",), methods=("logical_not",)),
+    _logic("logical_and", "torch.logical_and({x}, {y})", "({x} != 0) & ({y} != 0)", "x and y, broadcasting",
+           domains=("mask", "mask"), fns=("torch.logical_and",), methods=("logical_and",)),
+    _logic("logical_or", "torch.logical_or({x}, {y})", "({x} != 0) | ({y} != 0)", "x or y, broadcasting",
+           domains=("mask", "mask"), fns=("torch.logical_or",), methods=("logical_or",)),
+    _logic("logical_xor", "torch.logical_xor({x}, {y})", "({x} != 0) ^ ({y} != 0)", "x xor y, broadcasting",
+           domains=("mask", "mask"), fns=("torch.logical_xor",), methods=("logical_xor",)),
+    _logic("isnan", "torch.isnan({x})", "{x} != {x}", "x is NaN", domains=("real",), fns=("torch.isnan",),
+           methods=("isnan",)),
+    _logic("isinf", "torch.isinf({x})", "tl.abs({x}) == float('inf')", "x is +-infinity", domains=("real",),
+           fns=("torch.isinf",), methods=("isinf",)),
+    _logic("isfinite", "torch.isfinite({x})", "tl.abs({x}) < float('inf')", "x is neither infinite nor NaN",
+           domains=("real",), fns=("torch.isfinite",), methods=("isfinite",)),
+    _logic("where", "torch.where({x}, {y}, {z})", "tl.where({x} != 0, {y}, {z})",
+           "y where the condition holds, else z, broadcasting", domains=("mask", "real", "real"),
+           fns=("torch.where",), methods=("where",), out_dtype="float32",
+           value_range=lambda r, attrs: (min(r[1][0], r[2][0]), max(r[1][1], r[2][1]))),
+    _logic("to_dtype", lambda attrs: "{x}.to(torch.%s)" % attrs["dtype"],
+           lambda attrs: "{x}.to(%s)" % _TL_DTYPES[attrs["dtype"]], "x converted to another dtype",
+           domains=("real",), methods=("to", "float", "type_as"), out_dtype="float32",
+           value_range=lambda r, attrs: r[0],
+           attrs=(Choice("dtype", ("float32",)),)),
+)
+
+OPERATORS = UNARY + MATH + BINARY + MORE_BINARY + LOGIC

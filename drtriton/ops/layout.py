@@ -3,7 +3,9 @@
 They are not compute operators (not in ``VOCABULARY``, not counted in k, no FLOPs): when an
 operator needs a rank its input does not have, the generator flattens trailing axes
 (``v.flatten(2)``) or adds leading ones (``v.unsqueeze(0)``), and it casts integer results
-(argmax) with ``.float()`` before a floating-point operator.
+(argmax) with ``.float()`` before a floating-point operator. A result that feeds an input with a
+narrower domain (the positive argument of ``log``, the (0, 1) one of ``asin``) goes through
+``v.abs() + 0.5`` or ``torch.sigmoid(v)`` first.
 """
 
 from __future__ import annotations
@@ -47,7 +49,15 @@ UNSQUEEZE = LayoutOp("unsqueeze", "{x}" + ".unsqueeze(0)", _unsqueeze_rule, "add
 TO_FLOAT = LayoutOp("to_float", "{x}.float()", lambda ctx, dims, attrs: list(dims), "cast to float32",
                     tensor_methods=("float", "to"))
 
-LAYOUT: dict[str, LayoutOp] = {op.name: op for op in (FLATTEN, UNSQUEEZE, TO_FLOAT)}
+TO_POSITIVE = LayoutOp("to_positive", "({x}.abs() + 0.5)", lambda ctx, dims, attrs: list(dims),
+                       "into the positive domain (a divisor, a logarithm's argument)")
+TO_UNIT = LayoutOp("to_unit", "torch.sigmoid({x})", lambda ctx, dims, attrs: list(dims),
+                   "into (0, 1) (a probability, an arcsine's argument)")
+TO_MASK = LayoutOp("to_mask", "({x} > 0)", lambda ctx, dims, attrs: list(dims), "into booleans (a condition)")
+#: slot domain -> the glue that maps any real result into it
+INTO_DOMAIN: dict[str, LayoutOp] = {"positive": TO_POSITIVE, "unit": TO_UNIT, "mask": TO_MASK}
+
+LAYOUT: dict[str, LayoutOp] = {op.name: op for op in (FLATTEN, UNSQUEEZE, TO_FLOAT, TO_POSITIVE, TO_UNIT, TO_MASK)}
 
 #: Callables and methods that move or view data without arithmetic (for capture and coverage).
 DATA_MOVEMENT_FUNCTIONS = (

@@ -26,8 +26,9 @@ ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 #: Value domains of tensor inputs: what a fresh input is drawn from, and which existing tensors
 #: may feed the slot (by their value range).
 #: real: torch.randn; positive: torch.rand + 0.5 (a safe divisor); unit: torch.rand (probabilities,
-#: targets in [0, 1]); index: torch.randint class indices (never fed by another operator).
-DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index")
+#: targets in [0, 1]); index: torch.randint class indices (never fed by another operator); mask:
+#: booleans, torch.rand > 0.5 (where's condition, logical operators).
+DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask")
 
 RuleFn = Callable[[ShapeContext, list, Mapping[str, Any]], tuple[list, Dim]]
 Template = Union[str, Callable[[Mapping[str, Any]], str]]
@@ -231,7 +232,8 @@ class Operator:
       - ``same_rank``, ``rank_rule``: rank relations between slots; ``fresh``: how a new input
         is shaped relative to an existing one (broadcast patterns, matmul operands).
       - ``commutative``; ``normalizes``/``reduces``: axes an op normalises / sums over, so the
-        generator avoids constant programs like ``softmax(x, 1).sum(1)``.
+        generator avoids constant programs like ``softmax(x, 1).sum(1)``; ``drawn``: whether
+        synthesis draws it at all (``SYNTH_NAMES``).
     """
 
     name: str
@@ -255,6 +257,9 @@ class Operator:
     commutative: bool = False
     normalizes: AxesFn | None = None
     reduces: AxesFn | None = None
+    #: synthesis draws it; False for piecewise-constant operators (floor, sign...), whose output
+    #: in a small random program often stops depending on the inputs (after a mean, a loss)
+    drawn: bool = True
 
     def __post_init__(self):
         if self.category not in CATEGORIES:

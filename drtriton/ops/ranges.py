@@ -28,8 +28,8 @@ def _tl_shim():
 
     erf = np.vectorize(math.erf, otypes=[float])
     return SimpleNamespace(
-        exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, erf=erf,
-        maximum=np.maximum, minimum=np.minimum, where=np.where,
+        exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, erf=erf, sin=np.sin, cos=np.cos,
+        floor=np.floor, ceil=np.ceil, maximum=np.maximum, minimum=np.minimum, where=np.where,
     )
 
 

@@ -157,22 +157,23 @@ class PointwiseBlock:
 
     def expression(self, node: Node, env: dict[str, str]) -> str:
         op = VOCABULARY[node.op]
-        args = [a for a in node.args if isinstance(a, dict) and "value" in a]
-        names = [env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal)
-                 for a in args]
         if node.op == "clamp":  # an open side is +-inf: emit only the bounded side
-            x = names[0]
+            a = node.args[0]["value"]
+            x = env[a] if a in env else _literal(self.program.values[a].literal)
             if not math.isinf(node.attrs["min"]):
                 x = f"tl.maximum({x}, {_literal(node.attrs['min'])})"
             if not math.isinf(node.attrs["max"]):
                 x = f"tl.minimum({x}, {_literal(node.attrs['max'])})"
             return x
         template = op.triton_expr(node.attrs)
-        fields = dict(zip(("x", "y", "z"), names))
-        # A scalar operand of a binary op (aten.add.Tensor(x, 2.0) maps to add_scalar): literal.
-        if len(names) < op.arity:
-            for a in node.args[len(names):]:
-                fields["y"] = _literal(a)
+        # operands by position; a number in a tensor's place (eq.Scalar(x, 0), where(c, x, 0.0)) is
+        # written into the kernel
+        fields = {}
+        for field, a in zip(("x", "y", "z"), node.args[:op.arity]):
+            if isinstance(a, dict) and "value" in a:
+                fields[field] = env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal)
+            else:
+                fields[field] = _literal(a)
         return template.format(**fields)
 
     # -- launcher side -----------------------------------------------------------------------

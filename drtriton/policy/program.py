@@ -11,7 +11,7 @@ from __future__ import annotations
 import keyword
 from dataclasses import dataclass, field
 
-from ..capture import Graph, Node, Value, is_scalar, value_refs
+from ..capture import ALLOCATIONS, VIEWS, Graph, Node, Value, is_scalar, value_refs
 from ..ops import VOCABULARY
 
 MAX_FRAGMENT_OPS = 5
@@ -20,26 +20,6 @@ POINTWISE = {"elementwise_unary", "elementwise_binary"}
 # anchors that read their main input elementwise, so a pointwise chain before them can be their
 # prologue (pools: when their windows do not overlap, or the prologue would run once per window)
 TAKES_PROLOGUE = ("reduction", "softmax", "norm", "scan", "loss", "pool")
-# aten operators that only change the view of a tensor: PyTorch runs them (allowed in strict mode)
-VIEWS = {
-    "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
-    "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.permute.default",
-    "aten.transpose.int", "aten.t.default", "aten.numpy_T.default", "aten.expand.default",
-    "aten.flatten.using_ints", "aten.unflatten.int", "aten.select.int", "aten.slice.Tensor",
-    "aten.narrow.default", "aten.detach.default", "aten.detach_.default", "aten.alias.default",
-    "aten.contiguous.default", "aten.clone.default", "aten.lift_fresh_copy.default",
-    "aten.split.Tensor", "aten.split_with_sizes.default", "aten.unbind.int", "aten.chunk.default",
-    "aten.tensor_split.sections", "aten.tensor_split.indices", "aten.movedim.int", "aten.diagonal.default",
-    "aten.expand_as.default", "aten.view_as.default", "aten.reshape_as.default",
-}
-# tensors made from nothing (an RNN's zero state, a mask from arange): no input is computed on,
-# so they run as PyTorch in strict mode too, as the verifier's runtime guard allows
-ALLOCATIONS = {
-    "aten.zeros.default", "aten.ones.default", "aten.full.default", "aten.empty.memory_format",
-    "aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default", "aten.empty_like.default",
-    "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default",
-    "aten.arange.default", "aten.arange.start", "aten.arange.start_step", "aten.scalar_tensor.default",
-}
 _RESERVED = {"torch", "triton", "tl", "nn", "F", "math", "self", "grid", "random"}
 
 

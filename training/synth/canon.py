@@ -63,7 +63,8 @@ def canonical_form(graph: Graph, solution: Solution) -> str:
 
 
 def _use_text(use: Use) -> str:
-    return f"[f{use.flatten}u{use.unsqueeze}c{int(use.cast)}]" if use.adapted or use.cast else ""
+    glue = f"i{use.into}" if use.into else ""
+    return f"[f{use.flatten}u{use.unsqueeze}c{int(use.cast)}{glue}]" if use.adapted or use.cast or use.into else ""
 
 
 def canonical_key(graph: Graph, solution: Solution) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from drtriton.ops import NAMES, VOCABULARY
+from drtriton.ops import SYNTH_NAMES, VOCABULARY
 from drtriton.training.synth import coverage, execute
 from drtriton.training.synth.canon import canonical_key
 from drtriton.training.synth.config import Bounds, ConfigError, Knobs
@@ -78,7 +78,7 @@ def make_program(seed: int, k: int, index: int, bounds: Bounds, knobs: Knobs = K
     rng = random.Random(f"drtriton-synth:{seed}:{k}:{index}")
     abandoned: list[list[str]] = []
     for _ in range(1 if names is not None else MAX_SEQUENCES):
-        sequence = list(names) if names is not None else [rng.choice(NAMES) for _ in range(k)]
+        sequence = list(names) if names is not None else [rng.choice(SYNTH_NAMES) for _ in range(k)]
         for attempt in range(knobs.attempts):
             try:
                 graph = sample_graph(sequence, rng, knobs)
@@ -126,7 +126,7 @@ def describe_failure(sequence: Sequence[str], bounds: Bounds) -> str:
             f"max_flops={bounds.max_flops}, max_numel={bounds.max_numel}: infeasible constraints: {reasons[0]}")
 
 
-def preflight(bounds: Bounds, knobs: Knobs = Knobs(), names: Iterable[str] = NAMES) -> None:
+def preflight(bounds: Bounds, knobs: Knobs = Knobs(), names: Iterable[str] = SYNTH_NAMES) -> None:
     """Check that every operator alone fits the bounds; a SynthesisError names the constraint."""
     for name in names:
         for index in range(3):
@@ -254,18 +254,18 @@ def manifest(result: Result, ks: Sequence[int], seed: int, bounds: Bounds) -> di
     per_k = {}
     for k in ks:
         counts = coverage.histogram(p.ops for p in result.programs if p.k == k)
-        stat, dof, p_value = coverage.chi_square_uniform([counts[name] for name in NAMES])
+        stat, dof, p_value = coverage.chi_square_uniform([counts[name] for name in SYNTH_NAMES])
         per_k[str(k)] = {"count": sum(1 for p in result.programs if p.k == k), "chi_square": round(stat, 3),
                          "dof": dof, "p_uniform": round(p_value, 6)}
     pairs = coverage.pairs_seen(p.ops for p in result.programs)
     return {
-        "vocabulary": list(NAMES),
+        "vocabulary": list(SYNTH_NAMES),
         "categories": {name: op.category for name, op in VOCABULARY.items()},
         "min_flops": bounds.min_flops, "max_flops": bounds.max_flops, "max_numel": bounds.max_numel,
         "max_dim": bounds.max_dim, "seed": seed, "ks": list(ks), "count": len(result.programs),
-        "histogram": {name: hist[name] for name in NAMES},
+        "histogram": {name: hist[name] for name in SYNTH_NAMES},
         "per_k": per_k,
-        "pairs_seen": len(pairs), "pairs_total": len(coverage.all_pairs(NAMES)),
+        "pairs_seen": len(pairs), "pairs_total": len(coverage.all_pairs(SYNTH_NAMES)),
         "stats": result.stats,
     }
 

@@ -28,7 +28,7 @@ is the output (every operator contributes to it by construction).
 
 from __future__ import annotations
 
-from drtriton.ops.layout import FLATTEN, TO_FLOAT, unsqueeze_expr
+from drtriton.ops.layout import FLATTEN, INTO_DOMAIN, TO_FLOAT, unsqueeze_expr
 from drtriton.training.synth.solve import Solution
 from drtriton.training.synth.structure import Graph, Use
 
@@ -45,6 +45,8 @@ def _use_expr(use: Use, names: dict[int, str]) -> str:
     expr = names[use.tensor]
     if use.cast:
         expr = TO_FLOAT.apply(expr, {})
+    if use.into:
+        expr = INTO_DOMAIN[use.into].apply(expr, {})
     if use.flatten is not None:
         expr = FLATTEN.apply(expr, {"start_dim": use.flatten})
     return unsqueeze_expr(expr, use.unsqueeze)
@@ -59,6 +61,8 @@ def _input_expr(graph: Graph, solution: Solution, tensor_id: int, shape_name: st
         return f"torch.randint(0, {classes}, {shape_name})"
     if tensor.domain == "unit":
         return f"torch.rand({shape_name})"
+    if tensor.domain == "mask":
+        return f"torch.rand({shape_name}) > 0.5"
     if tensor.domain == "positive":
         return f"torch.rand({shape_name}) + 0.5"
     return f"torch.randn({shape_name})"

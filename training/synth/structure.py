@@ -27,7 +27,10 @@ from drtriton.ops.shape import ShapeError
 from drtriton.training.synth.config import Knobs
 
 #: Value ranges of fresh inputs by domain.
-INPUT_RANGES: dict[str, Range] = {"real": UNBOUNDED, "positive": (0.5, 1.5), "unit": UNIT, "index": (0.0, float("inf"))}
+INPUT_RANGES: dict[str, Range] = {"real": UNBOUNDED, "positive": (0.5, 1.5), "unit": UNIT, "index": (0.0, float("inf")),
+                                  "mask": UNIT}
+#: dtypes of fresh inputs by domain (float32 otherwise)
+INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool"}
 #: Relative weights of ranks for new inputs (rank 0 is rare but legal).
 RANK_WEIGHTS = {0: 0.2, 1: 1.0, 2: 3.0, 3: 3.0, 4: 3.0, 5: 1.5}
 
@@ -59,6 +62,7 @@ class Use:
     flatten: int | None = None  # flatten(start_dim)
     unsqueeze: int = 0  # leading size-1 axes
     cast: bool = False  # .float()
+    into: str | None = None  # a narrower slot domain reached through glue (layout.INTO_DOMAIN)
 
     @property
     def adapted(self) -> bool:
@@ -104,9 +108,12 @@ def _pick_rank(rng: random.Random, options: tuple[int, ...], prefer: int | None 
     return rng.choices(options, weights)[0]
 
 
-def _adapt(tensor: TensorNode, options: tuple[int, ...]) -> tuple[Use, int]:
-    """Use ``tensor`` in a slot accepting ``options`` ranks, via the nearest admissible rank."""
-    use = Use(tensor.id, cast=tensor.dtype != "float32")
+def _adapt(tensor: TensorNode, options: tuple[int, ...], domain: str = "real") -> tuple[Use, int]:
+    """Use ``tensor`` in a slot accepting ``options`` ranks, via the nearest admissible rank, and
+    in a slot of a narrower ``domain`` through glue when its values may fall outside."""
+    use = Use(tensor.id, cast=tensor.dtype != "float32" and domain != "mask")
+    if domain != "real" and not _domain_ok(tensor, domain):
+        use.into = domain
     rank = tensor.rank
     if rank in options:
         return use, rank
@@ -122,14 +129,23 @@ def _adapt(tensor: TensorNode, options: tuple[int, ...]) -> tuple[Use, int]:
 
 def _domain_ok(tensor: TensorNode, domain: str) -> bool:
     lo, hi = tensor.value_range
-    if tensor.dtype != "float32":
-        return False
+    if domain == "mask" or tensor.dtype != "float32":
+        return domain == "mask" and tensor.dtype == "bool"
     return domain == "real" or (domain == "positive" and lo >= 0.25) or (domain == "unit" and 0 <= lo and hi <= 1)
 
 
 def _absorbers(op: Operator) -> list[int]:
-    """Slots a pending result may feed (any float tensor is admissible there)."""
-    return [j for j, slot in enumerate(op.slots) if slot.domain == "real"]
+    """Slots a pending result may feed: any but class indices (positive and unit ones through
+    domain glue)."""
+    return [j for j, slot in enumerate(op.slots) if slot.domain != "index"]
+
+
+#: what domain glue maps any value into (|v| + 0.5, sigmoid(v))
+GLUE_RANGES: dict[str, Range] = {"positive": (0.5, float("inf")), "unit": UNIT, "mask": UNIT}
+
+
+def _use_range(graph: Graph, use: Use) -> Range:
+    return GLUE_RANGES[use.into] if use.into else graph.tensors[use.tensor].value_range
 
 
 class _Builder:
@@ -189,7 +205,7 @@ class _Builder:
         uses: dict[int, Use] = {}
         ranks: dict[int, int] = {}
         for slot, tid in zip(slots, sinks):
-            uses[slot], ranks[slot] = _adapt(graph.tensors[tid], op.rank_options(slot, ranks))
+            uses[slot], ranks[slot] = _adapt(graph.tensors[tid], op.rank_options(slot, ranks), op.slots[slot].domain)
         anchor = next(iter(uses), None)
         for slot in range(op.arity):
             if slot in uses:
@@ -208,11 +224,11 @@ class _Builder:
         except ShapeError as exc:
             raise StructureError(f"{op.name}: {exc}") from exc
         ordered = [uses[s] for s in range(op.arity)]
-        out_range = op.output_range([graph.tensors[u.tensor].value_range for u in ordered], attrs)
+        out_range = op.output_range([_use_range(graph, u) for u in ordered], attrs)
         if out_range[0] == out_range[1]:
             raise StructureError(f"{op.name} would output the constant {out_range[0]}")
         first = graph.tensors[ordered[0].tensor]
-        normalized = None if ordered[0].adapted else first.normalized
+        normalized = None if ordered[0].adapted or ordered[0].into else first.normalized
         if op.reduces is not None and normalized and normalized <= op.reduces(attrs, rank_list[0]):
             raise StructureError(f"{op.name} over normalised axes is constant")
         if op.normalizes is not None:
@@ -245,7 +261,7 @@ class _Builder:
             spec = ["free"] * _pick_rank(self.rng, options, prefer)
         dims = [d if isinstance(d, str) else (anchor, d) for d in spec]
         domain = op.slots[slot].domain
-        node = self.graph.add_tensor(rank=len(dims), dtype="int64" if domain == "index" else "float32",
+        node = self.graph.add_tensor(rank=len(dims), dtype=INPUT_DTYPES.get(domain, "float32"),
                                      value_range=INPUT_RANGES[domain], domain=domain, dims=dims, consumer=i)
         return Use(node.id)
 

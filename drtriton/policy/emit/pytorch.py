@@ -40,7 +40,7 @@ def emit(program: Program, frag: Fragment, config: dict | None = None, names=Non
     lines = []
     for node in frag.nodes:
         outs = ", ".join(program.expr(o) for o in node.outputs)
-        if len(node.outputs) > 1:
+        if node.returns_tuple:
             outs += ","
         lines.append(f"{outs} = {call(program, node)}")
     return Emitted([], lines, pytorch_compute=frag.kind != "view")
