@@ -70,6 +70,29 @@ def test_reference_out_of_memory_once_is_retried(cpu_verifier, tmp_path):
     assert v.correct, v.reasons
 
 
+def test_a_trial_whose_reference_outputs_were_lost_runs_again(monkeypatch):
+    """Another problem broke the reference worker's CUDA context (a device-side assert) while
+    this check waited to compare: the replaced worker has no outputs for the trial. The trial
+    runs again on new inputs; the verdict is about the candidate."""
+    from drtriton.verify import Verifier, VerifyConfig
+    from drtriton.verify import verifier as verifier_module
+
+    killed = []
+    real_call = verifier_module._Check.reference_call
+
+    def call(self, request, timeout=None):
+        if request["op"] == "compare" and not killed:
+            with self.pool.reference() as ref:
+                ref.kill("a device-side assert in another problem (simulated)")
+            killed.append(request["seed"])
+        return real_call(self, request, timeout)
+
+    monkeypatch.setattr(verifier_module._Check, "reference_call", call)
+    with Verifier(VerifyConfig(device="cpu", workers=1, timeout_s=60)) as ver:
+        v = ver.verify(problem(RELU, "lost"), RELU_OK)
+    assert killed and v.correct, v.reasons
+
+
 def test_verdict_round_trips_through_json(cpu_verifier):
     v = cpu_verifier.verify(problem(RELU), RELU_OK)
     again = Verdict.from_dict(__import__("json").loads(v.to_json()))

@@ -206,7 +206,14 @@ def get_init_inputs():
 
     scalars = ProblemRuntime(problem(RELU.replace("torch.randn(64, 96)", "torch.tensor(3.0)"), "scalar").to_dict(),
                              "cpu", str(tmp_path), 1, training=False)
-    assert scalars.make_other_inputs(7) is None
+    assert scalars.make_other_inputs(7) == "no tensor input with a leading dimension"
+
+    # a permutation of the batch (beam origins, routing): halved, it would index past the rows
+    perm = runtime("torch.randn(6, 5), torch.randperm(6)")
+    assert perm.make_other_inputs(7) == "an integer input may index the batch (its values lie below 6)"
+    # token ids or positions along another axis are not batch indices: halved as usual
+    ids = runtime("torch.randn(6, 5), torch.randint(10, 20, (6, 5))")
+    assert ids.make_other_inputs(7)[2:] == (6, 3)
 
 
 def test_shapes_checked_round_trip_and_old_verdicts_still_load():

@@ -91,6 +91,11 @@ class _OutOfMemory(Exception):
     """CUDA ran out of memory; maybe because other checks hold it (retried alone)."""
 
 
+class _ReferenceLost(Exception):
+    """The reference outputs of a trial are gone (the reference worker was replaced after another
+    problem broke its CUDA context, or evicted them to free memory): the trial is run again."""
+
+
 class _NeedsGpuAlone(Exception):
     """The problem turned out too large to share the GPU's memory: start the check again alone."""
 
@@ -346,6 +351,8 @@ class _Check:
             self.pool.prepared.pop(self.problem.key, None)
         if reply.get("kind") == "oom":
             raise _OutOfMemory(reply["error"])
+        if reply.get("kind") == "lost":
+            raise _ReferenceLost(reply["error"])
         if not reply.get("ok"):
             raise _Fault(V.ERROR, f"the problem cannot be checked: {reply.get('error')}")
         return reply
@@ -373,6 +380,19 @@ class _Check:
         return reply
 
     def trial(self, index: int, phase: str, extra_calls: int) -> None:
+        """One trial; run again (new inputs) if its reference outputs were lost meanwhile."""
+        try:
+            return self._trial(index, phase, extra_calls)
+        except _ReferenceLost:
+            with contextlib.suppress(Exception):
+                self.candidate_call({"op": "release"})
+            self.progress("the reference outputs were lost (its worker restarted): the trial runs again")
+        try:
+            return self._trial(index, phase, extra_calls)
+        except _ReferenceLost as e:
+            raise _Fault(V.ERROR, f"the problem cannot be checked: {e}") from None
+
+    def _trial(self, index: int, phase: str, extra_calls: int) -> None:
         """One trial; phase "other_shapes": on the second input configuration (another leading
         dimension, drawn in both workers by `make_other_inputs`), where the reference runs first
         and a reference that cannot take it means no such trial (a flag, no failure)."""

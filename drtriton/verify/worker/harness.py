@@ -211,8 +211,8 @@ class ReferenceHarness:
         another structure (count, dtypes, ranks) has no second configuration: the reply says
         `skipped` and why, and keeps nothing."""
         made = runtime.make_other_inputs(req["seed"])
-        if made is None:
-            return {"ok": True, "skipped": "no tensor input with a leading dimension"}
+        if isinstance(made, str):
+            return {"ok": True, "skipped": made}
         inputs, fp, n, m = made
         sizes = f"a leading dimension of {m} instead of {n}"
         try:
@@ -235,7 +235,9 @@ class ReferenceHarness:
         """The candidate's outputs (`files`) against the reference outputs kept for the seed;
         where `indexes` gives positions for an output, only the values there (the candidate
         worker sent those)."""
-        refs = self.outputs.pop((req["key"], req["seed"]))
+        refs = self.outputs.pop((req["key"], req["seed"]), None)
+        if refs is None:  # evicted for memory, or this worker replaced one whose CUDA context broke
+            return {"ok": False, "kind": "lost", "error": "the reference outputs of this trial are gone"}
         specs = req["files"]
         index_specs = req.get("indexes") or [None] * len(specs)
         try:
@@ -330,7 +332,7 @@ class ReferenceHarness:
             model.train(runtime.model.training).double()
             if other_shapes:  # the trial's second input configuration
                 made = runtime.make_other_inputs(seed)
-                if made is None:
+                if isinstance(made, str):
                     return None, "no second input configuration"
                 inputs = made[0]
             else:
@@ -518,7 +520,7 @@ class CandidateHarness:
             raise CandidateFault("failed", "no candidate loaded")
         if req.get("other_shapes"):  # the second input configuration: no buffers kept for re-checks
             made = self.runtime.make_other_inputs(req["seed"])
-            if made is None:
+            if isinstance(made, str):
                 raise ProblemFault("no second input configuration")
             inputs, fp = made[0], made[1]
         else:

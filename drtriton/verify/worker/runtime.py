@@ -156,17 +156,18 @@ class ProblemRuntime:
         values = [move(v, self.device) for v in values]
         return values, (fingerprint(values) if fingerprinted and self.device != "meta" else "")
 
-    def make_other_inputs(self, seed: int) -> tuple[list, str, int, int] | None:
+    def make_other_inputs(self, seed: int) -> tuple[list, str, int, int] | str:
         """Inputs for the second configuration of a trial (a drop-in takes other batch sizes):
         the inputs for `seed` with the leading dimension of every tensor that shares the first
         tensor input's leading size changed, halved when it is at least 2 (its first rows, in a
         tensor of their own), else 2 (the new row drawn by `get_inputs` for the next seed);
-        other arguments unchanged. Returns (inputs, fingerprint, old size, new size), or None
-        when there is no first tensor input with a leading dimension."""
+        other arguments unchanged. Returns (inputs, fingerprint, old size, new size), or why there
+        is none (no first tensor input with a leading dimension; an integer input may index the
+        batch)."""
         values, _ = self.make_inputs(seed)
         first = next((v for v in values if isinstance(v, torch.Tensor)), None)
         if first is None or first.dim() == 0 or first.shape[0] == 0:
-            return None
+            return "no tensor input with a leading dimension"
         n = first.shape[0]
         m = n // 2 if n >= 2 else 2
 
@@ -174,6 +175,13 @@ class ProblemRuntime:
             return isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n
 
         if m < n:
+            # an integer input whose values all lie below the batch size may index the batch
+            # (a permutation of it, beam origins): its first m rows would point past the halved
+            # tensors, and on the GPU an index out of range is a device-side assert that breaks
+            # the worker's CUDA context. No second configuration then.
+            if any(batched(v) and not v.is_floating_point() and v.dtype != torch.bool and v.numel()
+                   and int(v.min()) >= 0 and int(v.max()) < n for v in values):
+                return f"an integer input may index the batch (its values lie below {n})"
             values = [v[:m].clone() if batched(v) else v for v in values]
         else:
             more, _ = self.make_inputs((seed + 1) % 2**62)
