@@ -267,9 +267,10 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
         return None
     # lowering runs the whole program through functionalisation, which respells a few operators
     # (batch_norm -> _native_batch_norm_legit_no_training): keep it only if every covered one on
-    # floating-point values stays (integer index arithmetic, arange + 0, may fold away)
+    # floating-point values stays (integer index arithmetic, arange + 0, and casts to the dtype
+    # a value has already may fold away)
     def covered(g: Graph) -> Counter:
-        return Counter(n.op for n in g.nodes if n.op is not None
+        return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype"
                        and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
 
     return lowered if not covered(graph) - covered(lowered) else None

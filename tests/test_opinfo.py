@@ -19,7 +19,7 @@ opinfo = pytest.importorskip("opinfo")
 def test_samples_become_problems_and_covered_operators_convert(tmp_path):
     pytest.importorskip("expecttest")
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opinfo.py"), "--only",
-                        "add,rsqrt,flip,where,nn.functional.relu", "--out", str(tmp_path / "opinfo.md"),
+                        "add,rsqrt,special.bessel_j0,where,nn.functional.relu", "--out", str(tmp_path / "opinfo.md"),
                         "--json", str(tmp_path / "cases.jsonl"), "--budget", "120"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -27,7 +27,7 @@ def test_samples_become_problems_and_covered_operators_convert(tmp_path):
     assert "torch.add(a0" in found["add"]["source"] and found["add"]["strict"] == "correct"
     assert found["nn.functional.relu"]["strict"] == "correct"
     assert found["rsqrt"]["strict"] == "correct"  # Core ATen math: a vocabulary operator
-    assert "flip" in found["flip"]["strict"]  # not covered yet: the reason names it
+    assert "bessel_j0" in found["special.bessel_j0"]["strict"]  # not covered: the reason names it
     assert "lambda" in found["where"]["left_out"]  # OpInfo reorders its arguments: not our call
     text = (tmp_path / "opinfo.md").read_text()
     assert "| `add` | correct |" in text and "Left out (1)" in text

@@ -633,11 +633,11 @@ FLIP = textwrap.dedent('''\
     import torch.nn as nn
 
 
-    class Reverse(nn.Module):
-        """The built-in policy has no template for flip: only the model can convert it."""
+    class RunningMax(nn.Module):
+        """The built-in policy has no template for cummax: only the model can convert it."""
 
         def forward(self, x):
-            return torch.flip(x, dims=[1])
+            return torch.cummax(x, dim=1).values
 
 
     def get_inputs():
@@ -654,24 +654,24 @@ import triton.language as tl
 
 
 @triton.jit
-def flip_kernel(x_ptr, out_ptr, cols, BLOCK: tl.constexpr):
+def running_max_kernel(x_ptr, out_ptr, cols):
     row = tl.program_id(0)
-    col = tl.arange(0, BLOCK)
-    mask = col < cols
-    v = tl.load(x_ptr + row * cols + (cols - 1 - col), mask=mask, other=0.0)
-    tl.store(out_ptr + row * cols + col, v, mask=mask)
+    best = tl.load(x_ptr + row * cols)
+    for c in range(cols):
+        best = tl.maximum(best, tl.load(x_ptr + row * cols + c))
+        tl.store(out_ptr + row * cols + c, best)
 
 
-class ReverseTriton(nn.Module):
+class RunningMaxTriton(nn.Module):
     def forward(self, x):
         x = x.contiguous()
         out = torch.empty_like(x)
         rows, cols = x.shape
-        flip_kernel[(rows,)](x, out, cols, BLOCK=triton.next_power_of_2(cols))
+        running_max_kernel[(rows,)](x, out, cols)
         return out
 ```
 
-It reverses each row, one program per row.
+It keeps the running maximum along each row, one program per row.
 '''
 
 
@@ -715,11 +715,11 @@ def fake_model():
 
 @pytest.mark.skipif(not _has_openai(), reason="this build has no openai policy")
 async def test_model_policy_streams_its_reply_and_keeps_the_code(client: Client, fake_model):
-    uri = open_file(client, "reverse.py", FLIP)
+    uri = open_file(client, "running_max.py", FLIP)
     client.set_configuration({"device": "cpu", "policy": "openai", "endpoint": fake_model, "model": "fake"},
                              section="drtriton", scope_uri=uri)
     started = time.monotonic()
-    reply = await convert(client, uri, "Reverse")
+    reply = await convert(client, uri, "RunningMax")
     end = await finished(client, reply["job"])
     assert end["state"] == "done" and end["correct"], end
     out = reply["output"]
@@ -735,22 +735,22 @@ async def test_model_policy_streams_its_reply_and_keeps_the_code(client: Client,
     # then the file holds the code, not the prose and fences around it
     final = client.files[out]
     assert final.startswith("import torch") and "```" not in final and "Here is" not in final
-    assert "class ReverseTriton(nn.Module):" in final
-    [diag] = diagnostics_for(client, uri, "Reverse")
+    assert "class RunningMaxTriton(nn.Module):" in final
+    [diag] = diagnostics_for(client, uri, "RunningMax")
     assert diag.message.startswith("correct on 7/7 trials")
-    h = await hover(client, uri, line_of(FLIP, "class Reverse"))
+    h = await hover(client, uri, line_of(FLIP, "class RunningMax"))
     assert "- Written by: the openai policy" in h.contents.value and "| openai |" in h.contents.value
 
 
 @pytest.mark.skipif(not _has_openai(), reason="this build has no openai policy")
 async def test_unreachable_endpoint_is_a_clear_diagnostic(client: Client):
-    uri = open_file(client, "reverse_offline.py", FLIP)
+    uri = open_file(client, "running_max_offline.py", FLIP)
     client.set_configuration({"device": "cpu", "policy": "openai", "endpoint": "http://127.0.0.1:9/v1",
                               "model": "fake"}, section="drtriton", scope_uri=uri)
-    reply = await convert(client, uri, "Reverse")
+    reply = await convert(client, uri, "RunningMax")
     end = await finished(client, reply["job"])
     assert end["state"] == "done" and not end["correct"], end
-    diags = diagnostics_for(client, uri, "Reverse")
+    diags = diagnostics_for(client, uri, "RunningMax")
     messages = " | ".join(d.message for d in diags)
     assert any(d.code == "no-correct-version" and d.severity == types.DiagnosticSeverity.Warning for d in diags), messages
     assert any(d.code == "policy" and "cannot reach the endpoint http://127.0.0.1:9/v1" in d.message for d in diags), messages

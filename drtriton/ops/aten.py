@@ -406,7 +406,45 @@ def _bool_logic(name: str):
     return m
 
 
+# -- indexing and data movement ------------------------------------------------------------
+
+def _joined(name: str):
+    """cat / stack of a list of tensors along `dim`."""
+    def m(node, values):
+        a = _args(node, ["tensors", "dim"], {"dim": 0})
+        tensors = a["tensors"]
+        if not isinstance(tensors, list) or not tensors or not all(_is_tensor(t) for t in tensors):
+            return None
+        rank = len(_shape(values, tensors[0])) + (name == "stack")
+        return name, {"dim": int(a["dim"]) % max(rank, 1)}
+    return m
+
+
+def _flip(node, values):
+    a = _args(node, ["input", "dims"])
+    rank = len(_shape(values, a["input"]))
+    return "flip", {"dims": tuple(sorted({int(d) % max(rank, 1) for d in _listify(a["dims"])}))}
+
+
+def _indexed(name: str):
+    """index_select(x, dim, index) and gather(x, dim, index)."""
+    def m(node, values):
+        a = _args(node, ["input", "dim", "index"])
+        if not (_is_tensor(a["input"]) and _is_tensor(a["index"])) or node.kwargs.get("sparse_grad"):
+            return None
+        return name, {"dim": int(a["dim"]) % max(len(_shape(values, a["input"])), 1)}
+    return m
+
+
+def _embedding(node, values):
+    a = _args(node, ["weight", "indices"])
+    return ("embedding", {}) if len(_shape(values, a["weight"])) == 2 and _is_tensor(a["indices"]) else None
+
+
 MATCHERS: dict[str, Callable] = {
+    "aten.cat.default": _joined("cat"), "aten.stack.default": _joined("stack"), "aten.flip.default": _flip,
+    "aten.index_select.default": _indexed("index_select"), "aten.gather.default": _indexed("gather"),
+    "aten.embedding.default": _embedding,
     **{f"aten.{c}.{form}": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge") for form in ("Tensor", "Scalar")},
     "aten.where.self": _where, "aten.where.ScalarSelf": _where, "aten.where.ScalarOther": _where,
     "aten.where.Scalar": _where,

@@ -17,7 +17,7 @@ from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
-from .emit import attention, batchnorm, conv, elementwise, loss, matmul, norms, pool, pytorch, rows, scan
+from .emit import attention, batchnorm, conv, elementwise, gather, loss, matmul, norms, pool, pytorch, rows, scan
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -48,6 +48,7 @@ EMITTERS = {
     "pool": pool,
     "scan": scan,
     "loss": loss,
+    "indexing": gather,
 }
 
 PYTORCH = None  # the choice "run this fragment as PyTorch"

@@ -208,4 +208,4 @@ class Program:
 
 
 def _anchor_takes_epilogue(frag: Fragment) -> bool:
-    return frag.kind in ("pointwise", "matmul", "conv", "reduction", "softmax", "norm", "pool", "scan")
+    return frag.kind in ("pointwise", "matmul", "conv", "reduction", "softmax", "norm", "pool", "scan", "indexing")

@@ -42,7 +42,7 @@ def absorb_flips(program: Program, frags: list[Fragment]) -> list[Fragment]:
         if node is None or node.target != FLIP or _flip_axes(program, node) != [axis]:
             return None
         frag = owner.get(node.name)
-        return frag if frag is not None and frag.kind == "torch" and len(frag.nodes) == 1 else None
+        return frag if frag is not None and frag.kind in ("torch", "indexing") and len(frag.nodes) == 1 else None
 
     for frag in frags:
         if frag.kind != "scan" or frag.anchor.op not in SCANS:

@@ -1,0 +1,182 @@
+"""Indexing and data movement (cat, stack, flip, index_select, gather, embedding) as one kernel
+over the output, with the pointwise epilogue after it fused in.
+
+Each output element is one element of an input: its position along every output dimension
+comes from the flat offset (`IndexSpace`), and the input element is read through that input's
+strides at a position derived from it. `cat` and `stack` read each input under a mask of the
+positions it covers; `flip` mirrors the flipped axes; `index_select`, `gather` and `embedding`
+first read the position along their axis from the index tensor. Inputs keep their strides
+(a transposed or sliced input is read as it is), so nothing is copied before the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..pointwise import IndexSpace, PointwiseBlock
+from ..program import Fragment, Program
+from . import WIDE, Emitted, Names, Unsupported, autotune, stored_values
+
+BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
+
+
+def configs(program: Program, frag: Fragment) -> list[dict]:
+    return [{}]
+
+
+@dataclass
+class Source:
+    """How the anchor reads its inputs: kernel parameters, kernel lines that leave the element
+    in `val`, and on the launch side the arguments and the output shape (a forward expression)."""
+
+    params: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    out_shape: str = ""
+
+
+def _tensor(src: Source, name: str, expr: str, rank: int) -> list[str]:
+    """A strided input: its pointer and one stride parameter per dimension."""
+    src.params += [f"{name}_ptr"] + [f"{name}_s{d}" for d in range(rank)]
+    src.args += [expr, f"*{expr}.stride()"]
+    return [f"{name}_s{d}" for d in range(rank)]
+
+
+def _offset(terms: list[tuple[str, str]]) -> str:
+    return " + ".join(f"{i} * {s}" for i, s in terms) or "0"
+
+
+def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
+    src = Source()
+    tensors = [a["value"] for a in node.args[0]]
+    dim, rank = node.attrs["dim"], len(space.sizes) + 1
+    if len({program.values[t].dtype for t in tensors}) > 1:
+        raise Unsupported(f"{node.op} of tensors of different dtypes (PyTorch promotes them)")
+    exprs = [program.expr(t) for t in tensors]
+    i_dim = space.index(dim)
+    kept = [d for d in range(rank) if d != dim]  # output dims that are input dims, in order
+    for k, (t, e) in enumerate(zip(tensors, exprs)):
+        in_rank = len(program.values[t].shape)
+        strides = _tensor(src, f"in{k}", e, in_rank)
+        if stack:
+            sel = f"({i_dim} == {k})"
+            terms = [(space.index(d), strides[j]) for j, d in enumerate(kept)]
+        else:
+            src.params.append(f"n{k}")
+            src.args.append(f"{e}.shape[{dim}]")
+            start = " + ".join(f"n{j}" for j in range(k)) or "0"
+            src.lines.append(f"start{k} = {start}")
+            sel = f"({i_dim} >= start{k}) & ({i_dim} < start{k} + n{k})"
+            terms = [(space.index(d) if d != dim else f"({i_dim} - start{k})", strides[d]) for d in range(rank)]
+        load = f"tl.load(in{k}_ptr + {_offset(terms)}, mask=mask & {sel}, other=0)"
+        src.lines.append(f"val = {load}" if k == 0 else f"val = tl.where({sel}, {load}, val)")
+    if stack:
+        src.out_shape = f"[*{exprs[0]}.shape[:{dim}], {len(tensors)}, *{exprs[0]}.shape[{dim}:]]"
+    else:
+        total = " + ".join(f"{e}.shape[{dim}]" for e in exprs)
+        src.out_shape = f"[*{exprs[0]}.shape[:{dim}], {total}, *{exprs[0]}.shape[{dim + 1}:]]"
+    return src
+
+
+def _flip(program: Program, node, space: IndexSpace) -> Source:
+    src = Source()
+    x = node.args[0]["value"]
+    e = program.expr(x)
+    rank = len(space.sizes) + 1
+    strides = _tensor(src, "x", e, rank)
+    src.params.append("size0")
+    src.args.append(f"{e}.shape[0]")
+    sizes = ["size0"] + space.sizes
+    terms = [(f"({sizes[d]} - 1 - {space.index(d)})" if d in node.attrs["dims"] else space.index(d), strides[d])
+             for d in range(rank)]
+    src.lines.append(f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask, other=0)")
+    src.out_shape = f"{e}.shape"
+    return src
+
+
+def _picked(program: Program, node, space: IndexSpace) -> Source:
+    """index_select, gather and embedding: the position along one input axis read from an index
+    tensor (int32 or int64), the other positions from the output's."""
+    src = Source()
+    rank = len(space.sizes) + 1
+    if node.op == "embedding":
+        weight, index = node.args[0]["value"], node.args[1]["value"]
+        we, ie = program.expr(weight), program.expr(index)
+        ws = _tensor(src, "w", we, 2)
+        ist = _tensor(src, "idx", ie, rank - 1)
+        pos = _offset([(space.index(d), ist[d]) for d in range(rank - 1)])
+        src.lines += [f"row = tl.load(idx_ptr + {pos}, mask=mask, other=0)",
+                      f"val = tl.load(w_ptr + row * {ws[0]} + {space.index(rank - 1)} * {ws[1]}, mask=mask, other=0)"]
+        src.out_shape = f"[*{ie}.shape, {we}.shape[1]]"
+        return src
+    x, dim, index = node.args[0]["value"], node.attrs["dim"], node.args[2]["value"]
+    xe, ie = program.expr(x), program.expr(index)
+    xs = _tensor(src, "x", xe, len(program.values[x].shape))
+    index_rank = len(program.values[index].shape)
+    ist = _tensor(src, "idx", ie, index_rank)
+    if node.op == "index_select":  # a vector of positions along dim (or one, 0-d)
+        pos = f"{space.index(dim)} * {ist[0]}" if index_rank else "0"
+        src.out_shape = f"[*{xe}.shape[:{dim}], {ie}.numel(), *{xe}.shape[{dim + 1}:]]"
+    else:  # gather: an index of the output's shape
+        pos = _offset([(space.index(d), ist[d]) for d in range(rank)])
+        src.out_shape = f"{ie}.shape"
+    terms = [("at" if d == dim else space.index(d), xs[d]) for d in range(rank)]
+    src.lines += [f"at = tl.load(idx_ptr + {pos}, mask=mask, other=0)",
+                  f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask, other=0)"]
+    return src
+
+
+def _source(program: Program, node, space: IndexSpace) -> Source:
+    if node.op in ("cat", "stack"):
+        return _joined(program, node, space, stack=node.op == "stack")
+    if node.op == "flip":
+        return _flip(program, node, space)
+    if node.op in ("index_select", "gather", "embedding"):
+        return _picked(program, node, space)
+    raise Unsupported(f"no indexing template for {node.op}")
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    anchor_out = node.outputs[0]
+    shape = list(program.values[anchor_out].shape)
+    if not shape:
+        raise Unsupported("a 0-d result")
+    stores = stored_values(program, frag, shape)
+    rank = len(shape)
+    sizes = [f"size{d}" for d in range(1, rank)]
+    space = IndexSpace(rank, "offs", "mask", sizes)
+    src = _source(program, node, space)
+    reserved = set(src.params) | {"n", "WIDE", "BLOCK"} | set(sizes)
+    block = PointwiseBlock(program, frag.epilogue, shape, known={anchor_out}, reserved=reserved)
+    # index lines (declared by the reads and the epilogue's broadcast operands), the reads, the epilogue
+    epilogue = block.emit(space, {anchor_out: "val"})[len(space.lines):] if frag.epilogue else []
+    kernel_body = space.lines + src.lines + epilogue
+    outs = [program.expr(o) for o in stores]
+    name = names.kernel(frag.label)
+    params = src.params + block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
+    values = {anchor_out: "val", **{o: program.expr(o) for n in frag.epilogue for o in n.outputs}}
+    kernel = autotune(BLOCKS, ["n"], device) + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, WIDE: tl.constexpr, BLOCK: tl.constexpr):",
+        f"    # {frag.label}: each output element read from its input, one pass",
+        "    pid = tl.program_id(0)",
+        "    if WIDE:",
+        "        pid = pid.to(tl.int64)",
+        "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
+        "    mask = offs < n",
+        *(f"    {line}" for line in kernel_body),
+        *(f"    tl.store({o}_out + offs, {values[v]}, mask=mask)" for o, v in zip(outs, stores)),
+    ]
+    device_expr = f"{program.expr(program.inputs_of(node)[0])}.device"
+    lines = [f"# {frag.label}: Triton, one kernel", f"_shape = {src.out_shape}"]
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = torch.empty(_shape, device={device_expr}, dtype={program.values[v].dtype})")
+    prelude, epilogue_args = block.launch_args(f"{outs[0]}.shape")
+    lines += prelude
+    lines.append(f"_n = {outs[0]}.numel()")
+    size_args = [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
+    grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
+    lines.append(f"{name}[{grid}]({', '.join(src.args + epilogue_args + outs + ['_n'] + size_args)}, "
+                 f"WIDE=_n > {WIDE})")
+    return Emitted(["\n".join(kernel)], lines)
