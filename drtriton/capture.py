@@ -245,35 +245,50 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
     """Lower the operators the vocabulary does not cover with PyTorch's own decompositions (the
     table `torch.export` and Inductor use, down to Core ATen): `masked_fill` becomes `where`, an
     LSTM its matrix products and gates, `pixel_shuffle` views. Covered operators stay as they
-    are (a convolution is not taken apart). None when there is nothing to lower or lowering
-    fails: the operators then run as PyTorch, as before."""
+    are (a convolution is not taken apart). A few rounds, as one lowering may produce another
+    operator to lower (`pad` -> `constant_pad_nd` -> ...). None when there is nothing to lower
+    or lowering fails: the operators then run as PyTorch, as before."""
+    current_ep, current = ep, graph
+    for _ in range(3):
+        chosen = _decompositions_for(current_ep, uncovered(current))
+        if not chosen:
+            break
+        try:
+            lowered_ep = current_ep.run_decompositions(chosen)
+            lowered = _convert(lowered_ep)
+        except Exception:  # a decomposition that does not trace here: keep the operators
+            break
+        if _covered(current) - _covered(lowered):
+            break
+        current_ep, current = lowered_ep, lowered
+    return None if current is graph else current
+
+
+def _decompositions_for(ep, wanted: set[str]) -> dict:
+    """Decompositions of the operators named in `wanted`: export's table (to Core ATen), and for
+    Core ATen operators we lack (upsample, addmm, constant_pad_nd, grid_sampler) Inductor's."""
     import torch
+    from torch._decomp import decomposition_table
     from torch.export import default_decompositions
 
-    wanted = uncovered(graph)
-    if not wanted:
-        return None
     table = default_decompositions()
     chosen = {}
     for n in ep.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
             if n.target in table:
                 chosen[n.target] = table[n.target]
-    if not chosen:
-        return None
-    try:
-        lowered = _convert(ep.run_decompositions(chosen))
-    except Exception:  # a decomposition that does not trace here: keep the operators
-        return None
-    # lowering runs the whole program through functionalisation, which respells a few operators
-    # (batch_norm -> _native_batch_norm_legit_no_training): keep it only if every covered one on
-    # floating-point values stays (integer index arithmetic, arange + 0, and casts to the dtype
-    # a value has already may fold away)
-    def covered(g: Graph) -> Counter:
-        return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype"
-                       and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
+            elif n.target in decomposition_table:
+                chosen[n.target] = decomposition_table[n.target]
+    return chosen
 
-    return lowered if not covered(graph) - covered(lowered) else None
+
+def _covered(g: Graph) -> Counter:
+    """The covered operators on floating-point values. Lowering runs the whole program through
+    functionalisation, which respells a few (batch_norm -> _native_batch_norm_legit_no_training):
+    a lowering that loses one is not kept. Integer index arithmetic (arange + 0) and casts to the
+    dtype a value already has may fold away."""
+    return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype"
+                   and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
 
 
 def access_path(model, fqn: str) -> str:

@@ -386,3 +386,41 @@ def test_a_gru_is_lowered_to_matrix_products_and_gates(cpu_verifier):
     _, result, _ = convert(cpu_verifier, GRU, mode="mixed")
     assert result.correct, failures(result)
     assert "torch.ops.aten.gru" not in result.source
+
+
+INDEXING = [
+    # (forward expression, get_inputs, arguments)
+    ("x[:, i, j] * 2.0", "torch.randn(2, 7, 6, 3), torch.randint(0, 7, (4,)), torch.randint(0, 6, (5, 1))", "x, i, j"),
+    ("x[i, :, j]", "torch.randn(7, 3, 6), torch.randint(-7, 7, (4,)), torch.randint(0, 6, (4,))", "x, i, j"),
+    ("torch.cat([x, torch.flip(x, dims=[1])], dim=1).relu()", "torch.randn(3, 4, 5)", "x"),
+    ("F.embedding(i, w)[:, -1]", "torch.randint(0, 11, (3, 4)), torch.randn(11, 6)", "i, w"),
+    ("F.interpolate(x, scale_factor=2, mode='bilinear')", "torch.randn(2, 3, 5, 4)", "x"),
+    ("F.interpolate(x, scale_factor=2, mode='nearest')", "torch.randn(2, 3, 5, 4)", "x"),
+    ("F.pad(x, (-1, 2, 1, 0), value=float('-inf')).amax(-1)", "torch.randn(2, 3, 5, 4)", "x"),
+    ("torch.addmm(b, x, w)", "torch.randn(6), torch.randn(4, 5), torch.randn(5, 6)", "b, x, w"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", INDEXING, ids=[e for e, _, _ in INDEXING])
+def test_indexing_resampling_and_padding_convert_in_strict_mode(cpu_verifier, expr, inputs, args):
+    # advanced indexing (adjacent and not, negative positions), embedding, cat and flip run in
+    # the indexing template; interpolate and addmm through Inductor's decompositions
+    _, result, _ = convert(cpu_verifier, f'''
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+
+        class Model(nn.Module):
+            def forward(self, {args}):
+                return {expr}
+
+
+        def get_inputs():
+            return [{inputs}]
+
+
+        def get_init_inputs():
+            return []
+    ''', mode="strict")
+    assert result.correct, failures(result)

@@ -436,6 +436,25 @@ def _indexed(name: str):
     return m
 
 
+def _advanced_index(node, values):
+    """x[i, :, j]: index tensors (integers, not masks) on some axes, full slices (None) between."""
+    a = _args(node, ["input", "indices"])
+    indices = a["indices"]
+    if not _is_tensor(a["input"]) or not isinstance(indices, list) or not any(_is_tensor(i) for i in indices):
+        return None
+    if any(i is not None and (not _is_tensor(i) or values[i["value"]].dtype not in ("torch.int64", "torch.int32"))
+           for i in indices):
+        return None  # boolean masks select a data-dependent number of elements
+    return "index", {"dims": tuple(d for d, i in enumerate(indices) if i is not None)}
+
+
+def _constant_pad(node, values):
+    a = _args(node, ["input", "pad", "value"], {"value": 0})
+    if not isinstance(a["value"], (int, float)) or not all(isinstance(p, int) for p in a["pad"]):
+        return None  # symbolic pads: sizes from forward
+    return "constant_pad", {"pad": tuple(a["pad"]), "value": float(a["value"])}
+
+
 def _embedding(node, values):
     a = _args(node, ["weight", "indices"])
     return ("embedding", {}) if len(_shape(values, a["weight"])) == 2 and _is_tensor(a["indices"]) else None
@@ -445,6 +464,8 @@ MATCHERS: dict[str, Callable] = {
     "aten.cat.default": _joined("cat"), "aten.stack.default": _joined("stack"), "aten.flip.default": _flip,
     "aten.index_select.default": _indexed("index_select"), "aten.gather.default": _indexed("gather"),
     "aten.embedding.default": _embedding,
+    "aten.constant_pad_nd.default": _constant_pad,
+    "aten.index.Tensor": _advanced_index, "aten._unsafe_index.Tensor": _advanced_index,
     **{f"aten.{c}.{form}": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge") for form in ("Tensor", "Scalar")},
     "aten.where.self": _where, "aten.where.ScalarSelf": _where, "aten.where.ScalarOther": _where,
     "aten.where.Scalar": _where,

@@ -1,11 +1,11 @@
 """Indexing and data movement: each output element is one element of an input, found from its
-position (cat, stack, flip) or through an index tensor (index_select, gather, embedding).
+position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding).
 
 What real models are made of around their matrix products: token embeddings, the halves of a
-rotary embedding put back together, an LSTM's gates stacked over time, top-k routing. One
+rotary embedding put back together, an upsampling's source pixels, a padded border, an LSTM's gates stacked over time, top-k routing. One
 Triton template serves them all (`drtriton.policy.emit.gather`). Capture maps `cat` and
-`stack` of any number of tensors; the records describe the two-input form synthesis would
-use. Not drawn by synthesis: their outputs repeat their inputs' values (no arithmetic).
+`stack` of any number of tensors, and `index` with index tensors on any axes; the records
+describe the two-input forms synthesis would use. Not drawn by synthesis: their outputs repeat their inputs' values (no arithmetic).
 """
 
 from __future__ import annotations
@@ -75,6 +75,25 @@ def _embedding_rule(ctx, dims, attrs):
     return out, ctx.mul(*out)
 
 
+def _pad_rule(ctx, dims, attrs):
+    """F.pad's constant mode: (before, after) pairs from the last axis backwards; negative crops."""
+    (x,) = dims
+    pad = attrs["pad"]
+    ctx.require(len(pad) % 2 == 0 and len(pad) // 2 <= len(x), "pad: pairs for at most every axis")
+    out = list(x)
+    for k in range(len(pad) // 2):
+        d = len(x) - 1 - k
+        out[d] = x[d] + pad[2 * k] + pad[2 * k + 1]
+        ctx.require(out[d] >= 1, "pad: an axis padded to nothing")
+    return out, ctx.mul(*out)
+
+
+def _index_rule(ctx, dims, attrs):
+    """x[index] (advanced indexing on the first axis): the index's shape, then x's other axes."""
+    x, index = dims
+    return list(index) + list(x[1:]), ctx.mul(*index, *x[1:])
+
+
 def _op(name, slots, rule, torch_template, description, attrs, fns, methods=()):
     return Operator(name=name, category="indexing", slots=slots, rule=rule, torch_template=torch_template,
                     description=description, attrs=attrs, torch_functions=fns, tensor_methods=methods,
@@ -98,6 +117,14 @@ OPERATORS = (
     _op("gather", (Slot("input", _RANKS), Slot("index", _RANKS, domain="index", index_of=(0, 0))),
         _gather_rule, "torch.gather({x}, {dim}, {y})", "out[i][j] = x[index[i][j]][j] (along dim)",
         (Choice("dim", (0,)),), ("torch.gather",), ("gather",)),
+    _op("constant_pad", (Slot("input", _RANKS),), _pad_rule, "F.pad({x}, {pad}, value={value})",
+        "padded with a constant (cropped where a pad is negative)",
+        (Choice(("pad", "value"), (((1, 1), 0.0), ((0, 2, 1, 0), 0.5), ((2, 1, 1, 2, 0, 1), -1.0)),
+                valid=lambda v, ranks: len(v[0]) // 2 <= ranks[0]),), ("torch.nn.functional.pad",)),
+    # captured: x[i, :, j] with any index tensors and full slices between (aten.index.Tensor)
+    _op("index", (Slot("input", _RANKS), Slot("index", (1, 2), domain="index", index_of=(0, 0))), _index_rule,
+        "{x}[{y}]", "advanced indexing: elements at positions given by index tensors", (), (),
+        ("__getitem__",)),
     _op("embedding", (Slot("input", (1, 2, 3), domain="index", index_of=(1, 0)), Slot("weight", (2,))),
         _embedding_rule, "F.embedding({x}, {y})", "rows of a table picked by token ids", (),
         ("torch.nn.functional.embedding",)),

@@ -1,4 +1,4 @@
-"""Indexing and data movement (cat, stack, flip, index_select, gather, embedding) as one kernel
+"""Indexing and data movement (cat, stack, flip, index_select, gather, embedding, x[i, :, j]) as one kernel
 over the output, with the pointwise epilogue after it fused in.
 
 Each output element is one element of an input: its position along every output dimension
@@ -11,6 +11,7 @@ first read the position along their axis from the index tensor. Inputs keep thei
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..pointwise import IndexSpace, PointwiseBlock
@@ -126,6 +127,74 @@ def _picked(program: Program, node, space: IndexSpace) -> Source:
     return src
 
 
+def _advanced(program: Program, node, space: IndexSpace) -> Source:
+    """x[i, :, j]: the index tensors broadcast together; their dims stand where the indexed axes
+    were when those are adjacent, else first (PyTorch's rule); negative positions count from
+    the end."""
+    src = Source()
+    x = node.args[0]["value"]
+    xe = program.expr(x)
+    x_rank = len(program.values[x].shape)
+    entries = node.args[1] + [None] * (x_rank - len(node.args[1]))
+    indexed = [d for d, e in enumerate(entries) if e is not None]
+    index_exprs = [program.expr(entries[d]["value"]) for d in indexed]
+    b = max(len(program.values[entries[d]["value"]].shape) for d in indexed)
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    first = indexed[0] if adjacent else 0  # where the broadcast dims stand in the output
+    xs = _tensor(src, "x", xe, x_rank)
+    src.params += [f"x_n{d}" for d in indexed]
+    src.args += [f"{xe}.shape[{d}]" for d in indexed]
+    shape = f"torch.broadcast_shapes({', '.join(f'{e}.shape' for e in index_exprs)})"
+    bdims = [space.index(first + e) for e in range(b)]
+    rest = iter(d for d in range(len(space.sizes) + 1) if not first <= d < first + b)  # output dims of x's axes
+    terms = []
+    for d in range(x_rank):
+        if d in indexed:
+            k = indexed.index(d)
+            src.params += [f"i{k}_ptr"] + [f"i{k}_s{e}" for e in range(b)]
+            src.args += [f"{index_exprs[k]}.expand({shape})", f"*{index_exprs[k]}.expand({shape}).stride()"]
+            pos = _offset([(bdims[e], f"i{k}_s{e}") for e in range(b)])
+            src.lines += [f"at{k} = tl.load(i{k}_ptr + {pos}, mask=mask, other=0)",
+                          f"at{k} = tl.where(at{k} < 0, at{k} + x_n{d}, at{k})"]
+            terms.append((f"at{k}", xs[d]))
+        else:
+            terms.append((space.index(next(rest)), xs[d]))
+    src.lines.append(f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask, other=0)")
+    kept = [f"{xe}.shape[{d}]" for d in range(x_rank) if d not in indexed]
+    out = kept[:first] + [f"*{shape}"] + kept[first:]
+    src.out_shape = "[" + ", ".join(out) + "]"
+    return src
+
+
+def _padded(program: Program, node, space: IndexSpace) -> Source:
+    """F.pad, constant mode: the input element `before` places back along each padded axis, or
+    the value outside the input (a negative pad crops: the same arithmetic)."""
+    src = Source()
+    x = node.args[0]["value"]
+    xe = program.expr(x)
+    rank = len(program.values[x].shape)
+    pad, value = node.attrs["pad"], node.attrs["value"]
+    xs = _tensor(src, "x", xe, rank)
+    inside, terms = [], []
+    for d in range(rank):
+        k = rank - 1 - d  # pairs count from the last axis
+        if k < len(pad) // 2:
+            src.params.append(f"x_n{d}")
+            src.args.append(f"{xe}.shape[{d}]")
+            src.lines.append(f"in{d} = {space.index(d)} - {pad[2 * k]}")
+            inside.append(f"(in{d} >= 0) & (in{d} < x_n{d})")
+            terms.append((f"in{d}", xs[d]))
+        else:
+            terms.append((space.index(d), xs[d]))
+    src.lines.append(f"inside = {' & '.join(inside)}")
+    fill = repr(value) if math.isfinite(value) else (f'float("{value}")')  # inf, -inf, nan
+    src.lines.append(f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask & inside, other={fill})")
+    grown = [f"{xe}.shape[{d}] + {pad[2 * (rank - 1 - d)] + pad[2 * (rank - 1 - d) + 1]}"
+             if rank - 1 - d < len(pad) // 2 else f"{xe}.shape[{d}]" for d in range(rank)]
+    src.out_shape = "[" + ", ".join(grown) + "]"
+    return src
+
+
 def _source(program: Program, node, space: IndexSpace) -> Source:
     if node.op in ("cat", "stack"):
         return _joined(program, node, space, stack=node.op == "stack")
@@ -133,6 +202,10 @@ def _source(program: Program, node, space: IndexSpace) -> Source:
         return _flip(program, node, space)
     if node.op in ("index_select", "gather", "embedding"):
         return _picked(program, node, space)
+    if node.op == "index":
+        return _advanced(program, node, space)
+    if node.op == "constant_pad":
+        return _padded(program, node, space)
     raise Unsupported(f"no indexing template for {node.op}")
 
 
