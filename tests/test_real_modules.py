@@ -388,8 +388,11 @@ def test_a_gru_is_lowered_to_matrix_products_and_gates(cpu_verifier):
     assert "torch.ops.aten.gru" not in result.source
 
 
-INDEXING = [
+STRICT_FORMS = [
     # (forward expression, get_inputs, arguments)
+    ("1.0 - torch.sigmoid(x) * 2.0", "torch.randn(4, 5)", "x"),  # a number first: rsub
+    ("torch.logit(x, eps=1e-3)", "torch.rand(4, 5)", "x"),  # lowered: comparisons, where, log
+    ("F.binary_cross_entropy_with_logits(x, y)", "torch.randn(4, 5), torch.rand(4, 5)", "x, y"),
     ("x[:, i, j] * 2.0", "torch.randn(2, 7, 6, 3), torch.randint(0, 7, (4,)), torch.randint(0, 6, (5, 1))", "x, i, j"),
     ("x[i, :, j]", "torch.randn(7, 3, 6), torch.randint(-7, 7, (4,)), torch.randint(0, 6, (4,))", "x, i, j"),
     ("torch.cat([x, torch.flip(x, dims=[1])], dim=1).relu()", "torch.randn(3, 4, 5)", "x"),
@@ -401,8 +404,8 @@ INDEXING = [
 ]
 
 
-@pytest.mark.parametrize("expr,inputs,args", INDEXING, ids=[e for e, _, _ in INDEXING])
-def test_indexing_resampling_and_padding_convert_in_strict_mode(cpu_verifier, expr, inputs, args):
+@pytest.mark.parametrize("expr,inputs,args", STRICT_FORMS, ids=[e for e, _, _ in STRICT_FORMS])
+def test_real_code_forms_convert_in_strict_mode(cpu_verifier, expr, inputs, args):
     # advanced indexing (adjacent and not, negative positions), embedding, cat and flip run in
     # the indexing template; interpolate and addmm through Inductor's decompositions
     _, result, _ = convert(cpu_verifier, f'''

@@ -116,7 +116,9 @@ def _arith(tensor_op: str, scalar_op: str | None, sign: float = 1.0):
         a = _args(node, ["input", "other", "alpha"], {"alpha": 1})
         x, y = a["input"], a["other"]
         if not _is_tensor(x):
-            return None
+            # a number first (1 - x, what rsub lowers to): the binary form, the number a literal
+            ok = _is_tensor(y) and isinstance(x, (int, float)) and not isinstance(x, bool) and a["alpha"] == 1
+            return (tensor_op, {}) if ok else None
         if a.get("alpha", 1) != 1:
             return None
         if _is_tensor(y):
