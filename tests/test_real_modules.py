@@ -391,6 +391,9 @@ def test_a_gru_is_lowered_to_matrix_products_and_gates(cpu_verifier):
 STRICT_FORMS = [
     # (forward expression, get_inputs, arguments)
     ("1.0 - torch.sigmoid(x) * 2.0", "torch.randn(4, 5)", "x"),  # a number first: rsub
+    # attention over heads: (B, H, T, d) @ (B, H, d, T), a transposed view, batched over two dims
+    ("torch.softmax(q @ k.transpose(-2, -1) * 0.5, dim=-1) @ v",
+     "torch.randn(2, 3, 8, 4), torch.randn(2, 3, 8, 4), torch.randn(2, 3, 8, 4)", "q, k, v"),
     ("torch.logit(x, eps=1e-3)", "torch.rand(4, 5)", "x"),  # lowered: comparisons, where, log
     ("F.binary_cross_entropy_with_logits(x, y)", "torch.randn(4, 5), torch.rand(4, 5)", "x, y"),
     ("x[:, i, j] * 2.0", "torch.randn(2, 7, 6, 3), torch.randint(0, 7, (4,)), torch.randint(0, 6, (5, 1))", "x, i, j"),

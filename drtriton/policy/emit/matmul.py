@@ -48,13 +48,16 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     sa, sb = program.values[a].shape, program.values[b].shape
     out = node.outputs[0]
     so = program.values[out].shape
-    if len(sa) < 2 or len(sb) < 1 or len(sb) > 3 or (node.op == "linear" and len(sb) != 2):
+    # (Z, M, K) @ (Z, K, N) and (Z0, Z1, M, K) @ (Z0, Z1, K, N) (attention's heads), or
+    # (..., M, K) @ (K, N)
+    two_batch = len(sa) == len(sb) == 4 and list(sa[:2]) == list(sb[:2])
+    if len(sa) < 2 or len(sb) < 1 or (len(sb) > 3 and not two_batch) or (node.op == "linear" and len(sb) != 2):
         raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
-    if len(sb) == 1 or (len(sa) > 3 and len(sb) > 2):
+    if len(sb) == 1 or (len(sa) > 3 and len(sb) > 2 and not two_batch):
         raise Unsupported("vector or high-rank batched operands")
     if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
         raise Unsupported("non-fp32 matmul")
-    batched_b = len(sb) == 3
+    batched_b = len(sb) >= 3
     # the epilogue runs on the (..., M, N) output; rows of a fold their leading dims into M
     epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"a_ptr", "b_ptr", "bias_ptr"})
     stores = stored_values(program, frag, so)
@@ -70,7 +73,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     result_of = {o: env[o] for o in stores}
 
     params = (["a_ptr", "b_ptr"] + (["bias_ptr"] if bias else []) + epi.params() + [f"{o}_out" for o in outs]
-              + ["M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", "stride_bk", "stride_bn"] + sizes)
+              + ["M", "N", "K", "Z1", "stride_az0", "stride_az1", "stride_am", "stride_ak", "stride_bz0", "stride_bz1",
+                 "stride_bk", "stride_bn"] + sizes)
     decorator = autotune([{**t, "GROUP_M": 8} for t in TILES], ["M", "N", "K"], device)
     kernel = decorator + [
         "@triton.jit",
@@ -79,6 +83,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         f"    # {frag.label}: out[z] = a[z] @ b[z]{' + bias' if bias else ''}, then the epilogue, one store",
         "    pid = tl.program_id(0)",
         "    z = tl.program_id(1).to(tl.int64)",
+        "    z0 = z // Z1",  # the batch as two dims (heads of a batch); one of them 1 when there is one
+        "    z1 = z % Z1",
         "    num_m = tl.cdiv(M, BM)",
         "    num_n = tl.cdiv(N, BN)",
         "    group = GROUP_M * num_n",
@@ -89,8 +95,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    rm = pid_m * BM + tl.arange(0, BM)",
         "    rn = pid_n * BN + tl.arange(0, BN)",
         "    rk = tl.arange(0, BK)",
-        "    a_rows = a_ptr + z * stride_az + rm[:, None] * stride_am",
-        "    b_cols = b_ptr + z * stride_bz + rn[None, :] * stride_bn",
+        "    a_rows = a_ptr + z0 * stride_az0 + z1 * stride_az1 + rm[:, None] * stride_am",
+        "    b_cols = b_ptr + z0 * stride_bz0 + z1 * stride_bz1 + rn[None, :] * stride_bn",
         "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
         "    for k0 in range(0, K, BK):",
         "        k = k0 + rk",
@@ -106,23 +112,26 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     ea, eb = program.expr(a), program.expr(b)
     lines = [f"# {frag.label}: Triton, tl.dot ({prec}){' with a fused epilogue' if frag.epilogue else ''}"]
-    if batched_b:  # (Z, M, K) @ (Z, K, N)
-        lines += [f"_a = {ea}", "_Z, _M, _K = _a.shape", f"_N = {eb}.shape[-1]",
-                  "_saz, _sam, _sak = _a.stride()", f"_sbz, _sbk, _sbn = {eb}.stride()"]
+    if two_batch:  # (Z0, Z1, M, K) @ (Z0, Z1, K, N): views (transposed heads) read through their strides
+        lines += [f"_a = {ea}", "_Z0, _Z1, _M, _K = _a.shape", "_Z = _Z0 * _Z1", f"_N = {eb}.shape[-1]",
+                  "_saz0, _saz1, _sam, _sak = _a.stride()", f"_sbz0, _sbz1, _sbk, _sbn = {eb}.stride()"]
+    elif batched_b:  # (Z, M, K) @ (Z, K, N)
+        lines += [f"_a = {ea}", "_Z, _M, _K = _a.shape", "_Z1 = _Z", f"_N = {eb}.shape[-1]",
+                  "_saz1, _sam, _sak = _a.stride()", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     else:  # (..., M, K) @ (K, N): the leading dims of a fold into M
-        lines += [f"_a = {ea}.reshape(-1, {ea}.shape[-1])", "_M, _K = _a.shape", "_Z, _saz = 1, 0",
-                  "_sam, _sak = _a.stride()"]
+        lines += [f"_a = {ea}.reshape(-1, {ea}.shape[-1])", "_M, _K = _a.shape", "_Z = _Z1 = 1",
+                  "_saz0 = _saz1 = _sbz0 = _sbz1 = 0", "_sam, _sak = _a.stride()"]
         if b_t:  # nn.Linear keeps W as (N, K): read it transposed through its strides
-            lines += [f"_N = {eb}.shape[0]", f"_sbz, _sbn, _sbk = 0, *{eb}.stride()"]
+            lines += [f"_N = {eb}.shape[0]", f"_sbn, _sbk = {eb}.stride()"]
         else:
-            lines += [f"_N = {eb}.shape[-1]", f"_sbz, _sbk, _sbn = 0, *{eb}.stride()"]
+            lines += [f"_N = {eb}.shape[-1]", f"_sbk, _sbn = {eb}.stride()"]
     shape_src = f"(*{ea}.shape[:-1], _N)"
     for o in outs:
         lines.append(f"{o} = torch.empty({shape_src}, device={ea}.device, dtype=torch.float32)")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     call = ["_a", eb] + ([program.expr(bias)] if bias else []) + args + outs + \
-           ["_M", "_N", "_K", "_saz", "_sam", "_sak", "_sbz", "_sbk", "_sbn"]
+           ["_M", "_N", "_K", "_Z1", "_saz0", "_saz1", "_sam", "_sak", "_sbz0", "_sbz1", "_sbk", "_sbn"]
     if rank > 1:
         call.append(f"*{outs[0]}.shape[1:]")
     lines.append("_grid = lambda meta: (triton.cdiv(_M, meta['BM']) * triton.cdiv(_N, meta['BN']), _Z)")
