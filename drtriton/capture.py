@@ -248,9 +248,10 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
     are (a convolution is not taken apart). A few rounds, as one lowering may produce another
     operator to lower (`pad` -> `constant_pad_nd` -> ...). None when there is nothing to lower
     or lowering fails: the operators then run as PyTorch, as before."""
+    tables = _decomposition_tables()
     current_ep, current = ep, graph
     for _ in range(3):
-        chosen = _decompositions_for(current_ep, uncovered(current))
+        chosen = _decompositions_for(current_ep, uncovered(current), tables)
         if not chosen:
             break
         try:
@@ -264,21 +265,25 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
     return None if current is graph else current
 
 
-def _decompositions_for(ep, wanted: set[str]) -> dict:
-    """Decompositions of the operators named in `wanted`: export's table (to Core ATen), and for
-    Core ATen operators we lack (upsample, addmm, constant_pad_nd, grid_sampler) Inductor's."""
-    import torch
+def _decomposition_tables() -> tuple:
+    """Export's table (to Core ATen), then, for Core ATen operators we lack (upsample, addmm,
+    constant_pad_nd, grid_sampler), Inductor's."""
     from torch._decomp import decomposition_table
     from torch.export import default_decompositions
 
-    table = default_decompositions()
+    return default_decompositions(), decomposition_table
+
+
+def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
+    """The first decomposition the `tables` have for each operator of `ep` named in `wanted`."""
+    import torch
+
     chosen = {}
     for n in ep.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
-            if n.target in table:
+            table = next((t for t in tables if n.target in t), None)
+            if table is not None:
                 chosen[n.target] = table[n.target]
-            elif n.target in decomposition_table:
-                chosen[n.target] = decomposition_table[n.target]
     return chosen
 
 

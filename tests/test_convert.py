@@ -14,6 +14,7 @@ import torch
 from drtriton.ops import VOCABULARY
 from drtriton.problem import from_source
 from drtriton.search import Search, SearchConfig
+from test_policy_pool_scan_loss import source
 
 warnings.filterwarnings("ignore")
 
@@ -47,9 +48,7 @@ HAND_MADE_INPUTS = {"eq": [_DISCRETE] * 2, "ne": [_DISCRETE] * 2, "isnan": [_SPE
 def hand_made(op: str) -> str:
     inputs = HAND_MADE_INPUTS[op]
     args = ", ".join(f"x{i}" for i in range(len(inputs)))
-    return (f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
-            f"    def forward(self, {args}):\n        return torch.{op}({args})\n\n\n"
-            f"def get_inputs():\n    return [{', '.join(inputs)}]\n\n\ndef get_init_inputs():\n    return []\n")
+    return source(f"torch.{op}({args})", ", ".join(inputs), args=args)
 
 
 @pytest.mark.parametrize("op", list(VOCABULARY))

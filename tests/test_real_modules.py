@@ -13,6 +13,7 @@ import torch
 
 from drtriton.problem import from_source
 from drtriton.search import Search, SearchConfig
+from test_policy_pool_scan_loss import source
 
 warnings.filterwarnings("ignore")
 
@@ -411,22 +412,5 @@ STRICT_FORMS = [
 def test_real_code_forms_convert_in_strict_mode(cpu_verifier, expr, inputs, args):
     # advanced indexing (adjacent and not, negative positions), embedding, cat and flip run in
     # the indexing template; interpolate and addmm through Inductor's decompositions
-    _, result, _ = convert(cpu_verifier, f'''
-        import torch
-        import torch.nn as nn
-        import torch.nn.functional as F
-
-
-        class Model(nn.Module):
-            def forward(self, {args}):
-                return {expr}
-
-
-        def get_inputs():
-            return [{inputs}]
-
-
-        def get_init_inputs():
-            return []
-    ''', mode="strict")
+    _, result, _ = convert(cpu_verifier, source(expr, inputs, args=args), mode="strict")
     assert result.correct, failures(result)

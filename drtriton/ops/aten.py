@@ -447,7 +447,7 @@ def _advanced_index(node, values):
     if any(i is not None and (not _is_tensor(i) or values[i["value"]].dtype not in ("torch.int64", "torch.int32"))
            for i in indices):
         return None  # boolean masks select a data-dependent number of elements
-    return "index", {"dims": tuple(d for d, i in enumerate(indices) if i is not None)}
+    return "index", {}
 
 
 def _constant_pad(node, values):

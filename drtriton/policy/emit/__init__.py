@@ -80,6 +80,17 @@ MAX_GRID_1 = 65535
 WIDE = "2**30"
 
 
+def flat_blocks() -> list[str]:
+    """A program per BLOCK consecutive elements of a contiguous output of `n` elements: the
+    kernel lines declaring `offs` (64-bit when the kernel's WIDE is set) and `mask`. Launch with
+    a grid of cdiv(numel, BLOCK) and WIDE=numel > WIDE."""
+    return ["pid = tl.program_id(0)",
+            "if WIDE:",
+            "    pid = pid.to(tl.int64)",
+            "offs = pid * BLOCK + tl.arange(0, BLOCK)",
+            "mask = offs < n"]
+
+
 def row_blocks(k: int, rank: int) -> tuple[list[str], list[Axes]]:
     """A program per (row of dims 0..k-1, block of BLOCK elements of the dims after them) over a
     contiguous output: the kernel lines declaring `row`, `cols`, `mask`, `offs` (64-bit when the

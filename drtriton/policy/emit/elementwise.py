@@ -22,7 +22,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, autotune, row_blocks, stored_values
+from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, autotune, flat_blocks, row_blocks, stored_values
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
@@ -61,11 +61,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         params = block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
         space = IndexSpace(rank, "offs", "mask", sizes)
         head = [f"    # {frag.label}, fused: one pass over {what} elements",
-                "    pid = tl.program_id(0)",
-                "    if WIDE:",
-                "        pid = pid.to(tl.int64)",
-                "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
-                "    mask = offs < n"]
+                *(f"    {line}" for line in flat_blocks())]
         key = "n"
     else:
         params = block.params() + [f"{o}_out" for o in outs] + ["inner"] + sizes

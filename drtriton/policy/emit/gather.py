@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import WIDE, Emitted, Names, Unsupported, autotune, stored_values
+from . import WIDE, Emitted, Names, Unsupported, autotune, flat_blocks, stored_values
 
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
 
@@ -233,12 +233,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "@triton.jit",
         f"def {name}({', '.join(params)}, WIDE: tl.constexpr, BLOCK: tl.constexpr):",
         f"    # {frag.label}: each output element read from its input, one pass",
-        "    pid = tl.program_id(0)",
-        "    if WIDE:",
-        "        pid = pid.to(tl.int64)",
-        "    offs = pid * BLOCK + tl.arange(0, BLOCK)",
-        "    mask = offs < n",
-        *(f"    {line}" for line in kernel_body),
+        *(f"    {line}" for line in flat_blocks() + kernel_body),
         *(f"    tl.store({o}_out + offs, {values[v]}, mask=mask)" for o, v in zip(outs, stores)),
     ]
     device_expr = f"{program.expr(program.inputs_of(node)[0])}.device"
