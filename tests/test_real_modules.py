@@ -414,3 +414,13 @@ def test_real_code_forms_convert_in_strict_mode(cpu_verifier, expr, inputs, args
     # the indexing template; interpolate and addmm through Inductor's decompositions
     _, result, _ = convert(cpu_verifier, source(expr, inputs, args=args), mode="strict")
     assert result.correct, failures(result)
+
+
+def test_a_fused_fragment_shapes_its_output_from_its_own_inputs(cpu_verifier):
+    # triu lowers to a mask made from positions, `arange(n)[None, :] - arange(m)[:, None] >= 0`:
+    # the fused (sub, ge) fragment's output has no input's shape, and the broadcast must be of
+    # what forward holds, not of `sub`'s result inside the kernel (L1/14 failed with a NameError)
+    _, result, _ = convert(cpu_verifier, source("torch.triu(x @ y)", "torch.randn(6, 6), torch.randn(6, 6)",
+                                                args="x, y"), mode="strict")
+    first = result.attempts[0]
+    assert "sub, ge: Triton" in first.plan and first.verdict.correct, failures(result)

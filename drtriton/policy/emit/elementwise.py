@@ -80,7 +80,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    {line}" for line in body),
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
-    ref = _shape_source(program, frag, shape)
+    ref = _shape_source(program, block.operands, shape)
     lines = [f"# {frag.label}: Triton, one kernel"]
     for o, v in zip(outs, stores):
         lines.append(f"{o} = torch.empty({ref}, device={_device(program, frag)}, dtype={program.values[v].dtype})")
@@ -99,14 +99,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     return Emitted(["\n".join(kernel)], lines)
 
 
-def _shape_source(program: Program, frag: Fragment, shape: list[int]) -> str:
+def _shape_source(program: Program, operands: list[str], shape: list[int]) -> str:
     """The output shape as forward computes it: from an operand of the full shape if there is
-    one (so the module works at other sizes too), else the broadcast of the operands."""
-    block_inputs = [v for n in frag.nodes for v in program.inputs_of(n) if program.is_tensor(v)]
-    for v in block_inputs:
+    one (so the module works at other sizes too), else the broadcast of the operands (the
+    fragment's tensor inputs: values computed inside it do not exist in forward)."""
+    for v in operands:
         if list(program.values[v].shape) == shape:
             return f"{program.expr(v)}.shape"
-    exprs = ", ".join(f"{program.expr(v)}.shape" for v in dict.fromkeys(block_inputs))
+    exprs = ", ".join(f"{program.expr(v)}.shape" for v in operands)
     return f"torch.broadcast_shapes({exprs})"
 
 
