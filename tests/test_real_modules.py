@@ -405,6 +405,9 @@ STRICT_FORMS = [
     ("F.interpolate(x, scale_factor=2, mode='nearest')", "torch.randn(2, 3, 5, 4)", "x"),
     ("F.pad(x, (-1, 2, 1, 0), value=float('-inf')).amax(-1)", "torch.randn(2, 3, 5, 4)", "x"),
     ("torch.addmm(b, x, w)", "torch.randn(6), torch.randn(4, 5), torch.randn(5, 6)", "b, x, w"),
+    # positions from a padding mask (transformers): a scan of booleans counts in int64
+    ("(m != 0).cumsum(-1) - 1", "torch.randint(0, 2, (3, 9))", "m"),
+    ("torch.cumsum(x > 0, dim=0) * x", "torch.randn(5, 4)", "x"),
 ]
 
 

@@ -19,6 +19,7 @@ from . import Emitted, Names, Unsupported, stored_values
 from . import autotune, input_launch, pow2
 
 SCANS = {"cumsum", "cumprod"}
+_SCANNABLE = {"torch.float32", "torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
 FLIP = "aten.flip.default"
 
 
@@ -79,12 +80,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     xs = list(program.values[x].shape)
     if not xs:
         raise Unsupported("a scalar input")
-    if program.values[src].dtype != "torch.float32":
-        raise Unsupported("non-fp32 input")
+    out = node.outputs[0]
+    # PyTorch scans floats in their dtype and integers and booleans in int64
+    acc = {"torch.float32": "tl.float32", "torch.int64": "tl.int64"}.get(program.values[out].dtype)
+    if acc is None or program.values[src].dtype not in _SCANNABLE:
+        raise Unsupported(f"a {program.values[src].dtype} scan into {program.values[out].dtype}")
     rank, axis = len(xs), node.attrs["dim"]
     if any(_flip_axes(program, f) != [axis] for f in flips):
         raise Unsupported("a flip along another axis")
-    out = node.outputs[0]
     stores = stored_values(program, frag, xs)
     pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr"})
     epi = PointwiseBlock(program, frag.epilogue, xs, known={out}, reserved={"x_ptr"} | set(pro.params()))
@@ -96,7 +99,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     combine = "tl.cumsum(xv, axis=0)" if op == "cumsum" else "tl.associative_scan(xv, 0, _mul)"
     total = "tl.sum(xv, axis=0)" if op == "cumsum" else "tl.reduce(xv, 0, _mul)"
-    neutral = "0.0" if op == "cumsum" else "1.0"
+    neutral = ("0" if op == "cumsum" else "1") + (".0" if acc == "tl.float32" else "")
     fold = "+" if op == "cumsum" else "*"
     body = [
         "o = tl.program_id(0).to(tl.int64)",
@@ -104,7 +107,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "col_mask = cols < I",
         "base = o * R * I",
         "# the running total of the steps before, per column",
-        f"carry = tl.full((BLOCK_I,), {neutral}, tl.float32)",
+        f"carry = tl.full((BLOCK_I,), {neutral}, {acc})",
         "for q0 in range(0, R, BLOCK_R):",
         "    q = q0 + tl.arange(0, BLOCK_R)  # positions in scan order",
         "    mask = (q[:, None] < R) & col_mask[None, :]",
@@ -114,14 +117,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if flips:  # a flip along the axis: read (or write) position R - 1 - q instead of q
         loop.append("rev_offs = base + (R - 1 - q)[:, None].to(tl.int64) * I + cols[None, :]")
     if flip_in:
-        loop.append("xv = tl.load(x_ptr + rev_offs, mask=mask, other=0.0)")
+        loop.append("xv = tl.load(x_ptr + rev_offs, mask=mask, other=0)")
     elif frag.prologue:
         env: dict[str, str] = {}
         loop += pro.emit(IndexSpace(rank, "offs", "mask", sizes), env)
         loop.append(f"xv = {env[x]}")
     else:
-        loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0.0)")
-    loop += [f"xv = tl.where(mask, xv, {neutral})  # the tail past R must not reach the carry",
+        loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0)")
+    loop += [f"xv = tl.where(mask, xv.to({acc}), {neutral})  # the tail past R must not reach the carry",
              f"res = {combine} {fold} carry[None, :]",
              f"carry = carry {fold} {total}"]
     env = {out: "res"}
@@ -163,8 +166,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     pre, dev, args = input_launch(program, pro if frag.prologue else None, src)
     lines += pre
     lines.append(f"_O, _R, _I = math.prod(_xs[:{axis}]), _xs[{axis}], math.prod(_xs[{axis + 1}:])")
-    for o in outs:
-        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype=torch.float32)")
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype={program.values[v].dtype})")
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
