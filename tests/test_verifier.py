@@ -301,3 +301,71 @@ def test_an_arbiter_out_of_memory_keeps_the_fp32_result_with_a_note(tmp_path, mo
     assert not first.passed
     results = harness._arbitrate("k", 3, [out], [ref], [tol], [first], [0])
     assert not results[0].passed and "no float64 arbiter (out of memory)" in results[0].note
+
+
+EVAL_BLOCK = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+        self.net[1].running_mean.fill_(0.5)
+        self.net.eval()  # the user's choice: inference statistics
+
+    def forward(self, x):
+        return self.net(x)
+
+def get_inputs():
+    return [torch.randn(8, 4)]
+
+def get_init_inputs():
+    return []
+'''
+
+EVAL_BLOCK_CANDIDATE = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+@triton.jit
+def affine_kernel(y_ptr, scale_ptr, shift_ptr, out_ptr, n, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(y_ptr + offs, mask=mask)
+    c = offs % N
+    out = y * tl.load(scale_ptr + c, mask=mask) + tl.load(shift_ptr + c, mask=mask)
+    tl.store(out_ptr + offs, out, mask=mask)
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+
+    def forward(self, x):
+        lin, bn = self.net[0], self.net[1]
+        y = (x @ lin.weight.t() + lin.bias).contiguous()
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # eval mode: running statistics
+        shift = bn.bias - bn.running_mean * scale
+        out = torch.empty_like(y)
+        affine_kernel[(triton.cdiv(y.numel(), 256),)](y, scale.contiguous(), shift.contiguous(), out,
+                                                      y.numel(), y.shape[1], BLOCK=256)
+        return out
+'''
+
+
+def test_modules_are_verified_in_the_modes_their_constructor_left():
+    # KernelBench's convention is to run a module as constructed: a block put in eval mode by
+    # __init__ stays in eval mode (running statistics), instead of being forced into training
+    # mode; forcing a mode (training=True) is still possible and changes the answer
+    from drtriton.verify import Verifier, VerifyConfig
+
+    with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1)) as ver:
+        v = ver.verify(problem(EVAL_BLOCK, "eval block"), EVAL_BLOCK_CANDIDATE)
+    assert v.correct, v.reasons
+    assert v.settings["training"] is None
+    with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1, training=True)) as ver:
+        forced = ver.verify(problem(EVAL_BLOCK, "eval block"), EVAL_BLOCK_CANDIDATE)
+    assert not forced.correct and forced.status == "incorrect", forced.reasons

@@ -56,7 +56,9 @@ class VerifyConfig:
     input_sets: int = 3  # rotated while timing
     workers: int = 2
     memory_limit_mb: int | None = 16384
-    training: bool = True  # KernelBench checks modules in training mode
+    # None: each module in the mode its constructor left it, as KernelBench runs them (training
+    # mode unless __init__ calls eval()); True / False: every module in that mode
+    training: bool | None = None
     isolate_network: bool = True
     gpus: str | None = None  # which GPUs the workers use (CUDA_VISIBLE_DEVICES), e.g. not training's
 

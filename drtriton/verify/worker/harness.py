@@ -123,11 +123,12 @@ class ReferenceHarness:
         runtime.check_signature(inputs)
         with torch.no_grad():
             first = self._forward(runtime, inputs)
-            flags = []
-            if runtime.model.training:
+            flags, training = [], req["training"]  # None: the modes the constructor left
+            if any(m.training for m in runtime.model.modules()):
                 second = self._forward(runtime, inputs)
                 if any(not _same_run(a, b) for a, b in zip(first, second)):
                     runtime.model.eval()
+                    training = False
                     flags.append("stochastic in training mode (dropout?): verified in eval mode")
         # These calls moved the buffers in training mode (batch-norm running statistics, which
         # eval mode reads); the candidate starts from the constructed state, so must the reference.
@@ -144,7 +145,7 @@ class ReferenceHarness:
             "output_bytes": sum(t.numel() * t.element_size() for t in first),
             "state_fingerprint": runtime.initial_fingerprint,
             "state_keys": {k: list(v.shape) for k, v in runtime.initial_state.items()},
-            "training": runtime.model.training,
+            "training": training,
             "flags": flags,
         }
 
@@ -329,7 +330,8 @@ class ReferenceHarness:
         try:
             model = runtime.build(runtime.cls)
             model.load_state_dict(runtime.initial_state)
-            model.train(runtime.model.training).double()
+            runtime.match_modes(model)
+            model.double()
             if other_shapes:  # the trial's second input configuration
                 made = runtime.make_other_inputs(seed)
                 if isinstance(made, str):
@@ -460,7 +462,8 @@ class CandidateHarness:
                                           req["init_seed"], training=req["training"])
             self.runtime_key = key
             self.compiled = None  # None: not tried yet; False: torch.compile failed
-        self.runtime.model.train(req["training"])
+        if req["training"] is not None:
+            self.runtime.model.train(req["training"])
         if self.runtime.initial_fingerprint != req["state_fingerprint"]:
             raise ProblemFault("the reference's parameters differ between two constructions with the "
                                "same seed: its constructor is not deterministic under torch.manual_seed")
@@ -489,7 +492,7 @@ class CandidateHarness:
             try:
                 if same_keys and reference_state:
                     candidate.load_state_dict(reference_state)
-                candidate.train(req["training"])
+                self.runtime.match_modes(candidate)
             except Exception as e:
                 raise self._candidate_error(e)
         self.candidate = candidate

@@ -88,7 +88,7 @@ def move(value, device: str):
 class ProblemRuntime:
     """The problem's module, its reference model (seeded, on `device`) and its input maker."""
 
-    def __init__(self, problem: dict, device: str, folder: str, init_seed: int, training: bool):
+    def __init__(self, problem: dict, device: str, folder: str, init_seed: int, training: bool | None):
         self.problem = problem
         self.device = device
         name = f"drtriton_problem_{hashlib.sha1(problem['source'].encode()).hexdigest()[:10]}"
@@ -102,7 +102,8 @@ class ProblemRuntime:
         self.init_args = self._init_args()
         self.init_seed = init_seed
         self.model = self.build(self.cls)
-        self.model.train(training)
+        if training is not None:  # else the modes the constructor left (eval() on a block stays)
+            self.model.train(training)
         # As constructed: forward calls in training mode move buffers (batch-norm statistics),
         # and every candidate must start from the same state as the reference.
         self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -127,6 +128,14 @@ class ProblemRuntime:
         with torch.device(self.device):
             model = cls(*self.init_args)
         return model.to(self.device)
+
+    def match_modes(self, model: torch.nn.Module) -> None:
+        """Put `model` (a candidate, or a rebuilt reference) in the reference's training and eval
+        modes, submodule by submodule (by name), as the reference is verified."""
+        modes = {name: m.training for name, m in self.model.named_modules()}
+        for name, m in model.named_modules():
+            if name in modes:
+                m.training = modes[name]
 
     def check_signature(self, inputs: list) -> None:
         try:
