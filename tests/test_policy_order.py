@@ -144,3 +144,28 @@ def test_library_anchor_epilogue_becomes_the_next_norms_prologue(cpu_verifier):
     cand = policy.assemble(problem, program, frags, lambda i, f: LIBRARY if f.kind == "conv" else 0, "mixed")
     v = cpu_verifier.verify(problem, cand.source, mode="mixed")
     assert v.correct, v.reasons
+
+
+def test_a_module_of_many_kernels_tunes_a_bounded_number_of_configurations():
+    # each configuration is a compilation before the first call returns: a whole network's
+    # kernels keep their first (best-guess) configurations, a small module keeps them all
+    import ast
+
+    from drtriton.policy.emit import MODULE_TUNING_CONFIGS, autotune, bound_tuning
+
+    def kernel(i: int, configs: int) -> str:
+        tiles = [{"BLOCK": 2 ** (6 + c), "num_warps": 4} for c in range(configs)]
+        return "\n".join(autotune(tiles, ["n"], "cuda") + [
+            "@triton.jit", f"def k{i}(x_ptr, n, BLOCK: tl.constexpr):", "    pass"])
+
+    small = [kernel(i, 4) for i in range(3)]
+    assert bound_tuning(small) == small
+    many = [kernel(i, 6) for i in range(20)] + ["@triton.jit\ndef plain(x_ptr):\n    pass"]
+    trimmed = bound_tuning(many)
+    counts = [k.count("triton.Config(") for k in trimmed]
+    assert sum(counts) <= MODULE_TUNING_CONFIGS and counts[:20] == [MODULE_TUNING_CONFIGS // 20] * 20
+    assert "'BLOCK': 64" in trimmed[0].replace('"', "'")  # the first configurations stay
+    for k in trimmed:
+        ast.parse(k)
+    huge = bound_tuning([kernel(i, 3) for i in range(100)])
+    assert all(k.count("triton.Config(") == 1 for k in huge)  # at least one each

@@ -369,3 +369,30 @@ def test_modules_are_verified_in_the_modes_their_constructor_left():
     with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1, training=True)) as ver:
         forced = ver.verify(problem(EVAL_BLOCK, "eval block"), EVAL_BLOCK_CANDIDATE)
     assert not forced.correct and forced.status == "incorrect", forced.reasons
+
+
+def test_the_first_call_has_time_to_compile_every_kernel(monkeypatch):
+    # a whole network's first call compiles and tunes dozens of kernel configurations: the step
+    # limit of the calls that compile (the first, the first at other shapes) grows with the
+    # configurations the source defines; the other calls keep the plain limit
+    import drtriton.verify.verifier as verifier_module
+    from drtriton.verify import Verifier, VerifyConfig
+
+    limits = []
+    real_call = verifier_module._Check.candidate_call
+
+    def recording_call(self, request, timeout=None):
+        if request["op"] == "run":
+            limits.append((request["other_shapes"], timeout))
+        return real_call(self, request, timeout)
+
+    monkeypatch.setattr(verifier_module._Check, "candidate_call", recording_call)
+    two_kernels = relu_candidate("out = torch.empty_like(x)\nn = x.numel()\n" + LAUNCH + "return out\n",
+                                 extra=WILD_STORE_KERNEL)
+    with Verifier(VerifyConfig(device="cpu", workers=1, timeout_s=20)) as ver:
+        v = ver.verify(problem(RELU), two_kernels)
+    assert v.correct, v.reasons
+    allowance = 2 * verifier_module.COMPILE_S_PER_CONFIG
+    assert limits[0] == (False, 20 + allowance)
+    assert (True, 20 + allowance) in limits  # the second input configuration
+    assert all(t == 20 for other, t in limits[1:] if not other)

@@ -17,6 +17,7 @@ import textwrap
 import tokenize
 
 from ..problem import Problem, defined_names, extract_standalone
+from .emit import bound_tuning
 
 HEADER = """import math
 import operator
@@ -130,6 +131,7 @@ def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], out
              description: str) -> str:
     new_name = problem.candidate_class
     kernels, forward_lines = share_kernels(kernels, forward_lines)
+    kernels = bound_tuning(kernels)
     head, used = class_body(problem, new_name)
     tree = ast.parse(problem.source)
     # the file's own imports (aliases too: `import torch as th`), helpers and constants

@@ -38,6 +38,7 @@ INPUT_SETS_BUDGET_BYTES = 12 << 30
 # the reference and the candidate each hold a copy, and other checks would not fit beside it.
 ALONE_BYTES = 2 << 30
 QUICK_TIMING_TRIALS = 30
+COMPILE_S_PER_CONFIG = 3.0  # Triton compiles a kernel configuration in about a second on an H100 host
 IMPLAUSIBLE_SPEEDUP = 10.0
 # PyTorch's GPU kernels that only allocate, fill or copy (what strict mode allows besides Triton)
 LAYOUT_KERNEL = re.compile(r"Memcpy|Memset|FillFunctor|fill_kernel|direct_copy_kernel|elementwise_kernel_with_index")
@@ -248,6 +249,7 @@ class _Check:
     other_sizes: str = field(default="", init=False)  # "a leading dimension of 32 instead of 64"
     launches: list | None = None  # the launch sequence of the first verified call
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
+    compile_allowance_s: float = 0.0  # added to the step limit of calls that compile (see run)
     reference_outputs: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -303,6 +305,10 @@ class _Check:
             }, timeout=self.config.compile_timeout_s)
             v.settings["parameters"] = loaded["parameters"]
             self.phase_done("load")
+            # The first call (and the first at other shapes) compiles and tunes every kernel
+            # configuration: a whole network's dozens take minutes, which is not a hang
+            configs = max(len(report.kernels), source.count("triton.Config("))
+            self.compile_allowance_s = min(COMPILE_S_PER_CONFIG * configs, self.config.compile_timeout_s)
             for i in range(self.config.trials):
                 self.trial(i, "initial", extra_calls=i % 2)  # vary the number of calls
                 self.progress(f"trial {i + 1}/{self.config.trials} passed")
@@ -418,8 +424,10 @@ class _Check:
                 reference = self.verifier.background.submit(
                     self.reference_call, {"op": "reference", "key": key, "seed": seed})
             try:
+                compiles = self.launches is None or other
                 c = self.candidate_call({"op": "run", "seed": seed, "extra_calls": extra_calls,
-                                         "reuse_buffers": phase == "after_timing", "other_shapes": other})
+                                         "reuse_buffers": phase == "after_timing", "other_shapes": other},
+                                        timeout=self.config.timeout_s + (self.compile_allowance_s if compiles else 0.0))
             except BaseException as e:
                 with contextlib.suppress(Exception):
                     reference.result()

@@ -55,6 +55,33 @@ def autotune(configs: list[dict], key: list[str], device: str) -> list[str]:
     return lines + ["    ],", f"    key=[{keys}],", ")"]
 
 
+#: configurations one module may tune in all: a whole network has dozens of kernels, and each
+#: configuration is a compilation (about a second) before the first call returns
+MODULE_TUNING_CONFIGS = 48
+
+
+def bound_tuning(kernels: list[str], budget: int = MODULE_TUNING_CONFIGS) -> list[str]:
+    """Trim the `@triton.autotune` configuration lists of a module's kernels to the first
+    (best-guess) ones so that the module tunes at most about `budget` configurations."""
+    counts = [k.count("triton.Config(") for k in kernels]
+    if sum(counts) <= budget:
+        return kernels
+    each = max(1, budget // sum(1 for c in counts if c))
+    trimmed = []
+    for kernel, count in zip(kernels, counts):
+        if count > each:
+            lines, seen = [], 0
+            for line in kernel.splitlines():
+                if line.lstrip().startswith("triton.Config("):
+                    seen += 1
+                    if seen > each:
+                        continue
+                lines.append(line)
+            kernel = "\n".join(lines)
+        trimmed.append(kernel)
+    return trimmed
+
+
 def stored_values(program, frag, shape) -> list[str]:
     """The values a fragment's kernels store: those needed after it (later nodes, outputs). One
     store per output element, so each must have the output's `shape`, else Unsupported."""
