@@ -124,6 +124,8 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     else:
         with _Replay(reads):
             ep = _export(model, inputs)
+    inline_context_regions(ep.graph_module)
+    ep = _through_vmap(ep)
     graph = _convert(ep)
     lowered = _decompose_uncovered(ep, graph)
     if lowered is not None:
@@ -212,6 +214,67 @@ def _export(model, inputs: list):
     except Exception as e:  # data-dependent control flow, unsupported Python, ...
         raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def inline_context_regions(gm) -> None:
+    """Put the body of each `with torch.no_grad()` / `torch.set_grad_enabled(...)` /
+    `torch.autocast(..., enabled=False)` region of forward back into the graph, in place.
+    torch.export wraps such a region in a higher-order operator (`wrap_with_set_grad_enabled`,
+    `wrap_with_autocast`) calling a submodule (transformers' rotary embeddings disable autocast);
+    for a forward pass without autocast they change nothing the graph computes. An enabled
+    autocast region would compute in a lower precision: CaptureError."""
+    from torch._higher_order_ops.wrap import wrap_with_autocast, wrap_with_set_grad_enabled
+
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_function":
+            continue
+        if node.target is wrap_with_set_grad_enabled:  # (enabled, body, *operands)
+            body, operands = node.args[1], node.args[2:]
+        elif node.target is wrap_with_autocast:  # (device, dtype, enabled, cache_enabled, body, *operands)
+            device, dtype, enabled = node.args[:3]
+            if enabled:
+                raise CaptureError(f"forward computes a region under torch.autocast({device!r}, dtype={dtype}): "
+                                   "its lower-precision casts are not captured")
+            body, operands = node.args[4], node.args[5:]
+        else:
+            continue
+        sub = getattr(gm, body.target)
+        inline_context_regions(sub)  # nested regions first: the copy below then holds no get_attr
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        with graph.inserting_before(node):
+            results = graph.graph_copy(sub.graph, dict(zip(placeholders, operands)))
+        for user in list(node.users):  # the region's results are read with getitem(node, i)
+            user.replace_all_uses_with(results[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(node)
+        if not body.users:
+            graph.erase_node(body)
+            delattr(gm, body.target)
+    graph.lint()
+    gm.recompile()
+
+
+def _untraced(n) -> bool:
+    """A call torch.export keeps that is no operator: a higher-order operator (torch.cond, the
+    `flat_apply` of a function vmap maps) or vmap's own bookkeeping (`_add_batch_dim`)."""
+    import torch
+
+    return n.op == "call_function" and (isinstance(n.target, torch._ops.HigherOrderOperator)
+                                        or (getattr(n.target, "__module__", None) or "").startswith("torch._functorch"))
+
+
+def _through_vmap(ep):
+    """`ep` retraced through what it keeps of vmap, when it keeps any (transformers 4.x builds
+    attention masks with vmap): run_decompositions with no table traces the program again and
+    unrolls vmap into aten operators. `ep` itself when there is none or retracing fails (the
+    capture then says what is left)."""
+    if not any(_untraced(n) for n in ep.graph.nodes):
+        return ep
+    try:
+        return ep.run_decompositions({})
+    except Exception:
+        return ep
 
 
 # What capture leaves as it is, covered or not: views and sizes compute nothing, and an
@@ -421,6 +484,9 @@ def _convert(ep) -> Graph:
                     v.literal = c.item() if c.numel() == 1 else c.tolist()
             values[n.name] = v
         elif n.op == "call_function":
+            if _untraced(n):
+                raise CaptureError(f"forward uses {getattr(n.target, '__name__', n.target)} (torch.cond, vmap...), "
+                                   "which capture does not take apart")
             if n.target is operator.getitem:
                 parent, i = n.args
                 alias[n.name] = f"{parent.name}.{i}" if isinstance(parent.meta.get("val"), (tuple, list)) else parent.name

@@ -427,3 +427,68 @@ def test_a_fused_fragment_shapes_its_output_from_its_own_inputs(cpu_verifier):
                                                 args="x, y"), mode="strict")
     first = result.attempts[0]
     assert "sub, ge: Triton" in first.plan and first.verdict.correct, failures(result)
+
+
+REGIONS = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.lin(x)
+        with torch.no_grad():
+            with torch.autocast(device_type="cpu", enabled=False):  # as transformers' rotary embeddings
+                z = y.float().sin()
+            w = z * 2.0
+        return torch.relu(w + y)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_no_grad_and_disabled_autocast_regions_convert_in_strict_mode(cpu_verifier):
+    # torch.export wraps each region in a higher-order operator calling a submodule; a plan once
+    # took that submodule for a value (KeyError: 'submod_3': LLaMA, Mistral, Qwen2 on torch 2.11)
+    _, result, _ = convert(cpu_verifier, REGIONS, mode="strict")
+    assert result.correct, failures(result)
+
+
+def test_inlined_regions_compute_the_same_and_an_enabled_autocast_is_refused():
+    from drtriton.capture import CaptureError, capture_module, inline_context_regions
+
+    scope: dict = {}
+    exec(REGIONS, scope)
+    model, x = scope["Model"](), torch.randn(4, 8)
+    ep = torch.export.export(model, (x,), strict=False)
+
+    def wrapped():
+        return [n.target for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)]
+
+    assert wrapped(), "torch.export no longer wraps the regions: this test checks nothing"
+    inline_context_regions(ep.graph_module)
+    assert not wrapped() and not list(ep.graph_module.children())  # nested region and submodules gone
+    torch.testing.assert_close(ep.module()(x), model(x))
+
+    class Lower(torch.nn.Module):  # computes in bfloat16: captured as it is, it would be wrong
+        def forward(self, x):
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                return x @ x
+
+    class Cond(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+    for module, reason in ((Lower(), "autocast"), (Cond(), "cond")):
+        with pytest.raises(CaptureError, match=reason):
+            capture_module(module, [torch.randn(4, 4)])
