@@ -151,6 +151,34 @@ def test_a_size_read_with_item_is_captured_as_its_value(cpu_verifier):
     assert result.correct, failures(result)
 
 
+def test_a_constructor_that_reads_tensor_values_is_captured_on_the_cpu(cpu_verifier):
+    # torchvision's RegNet computes its stage widths with tensors and .tolist() in __init__,
+    # which cannot run on the meta device: capture builds the module on the CPU instead
+    _, result, _ = convert(cpu_verifier, '''
+        import torch
+        import torch.nn as nn
+
+
+        class Widths(nn.Module):
+            def __init__(self):
+                super().__init__()
+                widths = [int(w) for w in torch.linspace(4, 12, 3).round()]
+                self.layers = nn.Sequential(*[nn.Linear(a, b) for a, b in zip([8] + widths, widths)])
+
+            def forward(self, x):
+                return torch.relu(self.layers(x))
+
+
+        def get_inputs():
+            return [torch.randn(4, 8)]
+
+
+        def get_init_inputs():
+            return []
+    ''', mode="strict")
+    assert result.correct, failures(result)
+
+
 LSTM = '''
 import torch
 import torch.nn as nn

@@ -168,10 +168,17 @@ class ReferenceHarness:
         from ...capture import CaptureError, capture_module, record_reads, unknown_constants
 
         problem = req["problem"]
-        graph, first_error = None, None
+        graph, first_error, traced_on_meta = None, None, False
         for device in ("meta", "cpu"):
-            runtime = ProblemRuntime(problem, device, self.settings["scratch"], req["init_seed"],
-                                     training=req["training"])
+            try:
+                runtime = ProblemRuntime(problem, device, self.settings["scratch"], req["init_seed"],
+                                         training=req["training"])
+            except Exception as e:  # a constructor that reads tensor values (.tolist()) needs data
+                if device == "cpu":
+                    raise
+                first_error = CaptureError(f"the constructor needs real tensors: {describe_error(e)}")
+                continue
+            traced_on_meta = traced_on_meta or device == "meta"
             inputs, _ = runtime.make_inputs(req["seed"])
             runtime.check_signature(inputs)
             try:
@@ -181,8 +188,8 @@ class ReferenceHarness:
                 if device == "cpu" and graph is None:
                     try:
                         reads = record_reads(runtime.model, inputs)
-                    except CaptureError:  # control flow on data: say what tracing said
-                        raise first_error from None
+                    except CaptureError as e:  # control flow on data: say what tracing said
+                        raise (first_error if traced_on_meta else e) from None
                 graph = capture_module(runtime.model, inputs, reads)
             except CaptureError as e:
                 first_error = first_error or e
