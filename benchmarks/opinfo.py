@@ -1,6 +1,6 @@
-"""PyTorch's OpInfo database against the converter: each float32 operator (its first CPU sample)
-as a one-operator problem, converted by the built-in policy through the search, on the CPU
-(Triton interpreter), in strict and in mixed mode.
+"""PyTorch's OpInfo database against the converter: each float32 operator (its first CPU sample
+with elements, small enough to write out) as a one-operator problem, converted by the built-in
+policy through the search, on the CPU (Triton interpreter), in strict and in mixed mode.
 
     python benchmarks/opinfo.py --out docs/opinfo.md                 # every operator (hours)
     python benchmarks/opinfo.py --limit 40 --out /tmp/opinfo.md      # the first 40
@@ -10,13 +10,25 @@ Needs `expecttest` (OpInfo's module imports it). An operator is left out, with t
 it has no float32 CPU support, no public callable (`torch.X`, `torch.nn.functional.X`,
 `torch.special.X`, `torch.linalg.X`, `torch.fft.X`, or a Tensor method), a sample that cannot be
 written as a problem file, an output that is not tensors, or random output.
+
+The percentages count only what PyTorch's own compiler handles: a problem is counted when
+`torch.compile(model, backend="inductor", fullgraph=True)` compiles it and runs its sample on the
+CPU (in a child process, with a time limit per problem; `--compile-cache` keeps the answers).
+View-only operators (every output is a view of an input: no compute, nothing to convert) are
+their own category, counted and listed outside the percentages; so are the problems
+torch.compile cannot compile (listed with its reason and what the converter does with them).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib
 import json
+import os
+import select
+import signal
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -30,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 from drtriton.problem import from_source  # noqa: E402
 
 MAX_LITERAL = 4096  # elements of a sample tensor written into the problem file
+COMPILE_TIMEOUT = 120.0  # seconds torch.compile may take on one problem
 MODULES = ("torch.nn.functional", "torch.special", "torch.linalg", "torch.fft", "torch")
 
 
@@ -38,6 +51,8 @@ class Case:
     name: str
     source: str = ""  # the problem file; "" when left out
     left_out: str = ""  # why it is not a problem
+    view: bool = False  # every output is a view of an input: nothing to convert, outside the percentages
+    compiles: str = ""  # "yes", or why torch.compile (Inductor, CPU) cannot compile and run it
     strict: str = ""  # "correct" or the reason
     mixed: str = ""
     seconds: float = 0.0
@@ -91,14 +106,44 @@ class Writer:
         return f"a{len(self.inputs) - 1}"
 
 
+def _tensors(v) -> list:
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [t for x in v for t in _tensors(x)]
+    if isinstance(v, dict):
+        return [t for x in v.values() for t in _tensors(x)]
+    return []
+
+
+#: samples looked at for one that makes a problem (the first usually does)
+MAX_SAMPLES = 20
+
+
 def make_problem(op) -> str:
+    """The problem file of the operator's first CPU float32 sample whose tensors all have
+    elements (several operators' first sample is empty: nothing to compute) and are small
+    enough to write out."""
     found = callable_expr(op.name)
     if found is None:
         raise ValueError("no public callable")
     expr, method = found
-    sample = next(iter(op.sample_inputs("cpu", torch.float32)), None)
-    if sample is None:
-        raise ValueError("no sample")
+    first_reason = None
+    for k, sample in enumerate(op.sample_inputs("cpu", torch.float32)):
+        if k >= MAX_SAMPLES:
+            break
+        tensors = _tensors([sample.input, list(sample.args), sample.kwargs])
+        if any(t.numel() == 0 for t in tensors):
+            first_reason = first_reason or "only empty samples"
+            continue
+        try:
+            return _problem(expr, method, sample)
+        except ValueError as e:
+            first_reason = first_reason or str(e)
+    raise ValueError(first_reason or "no sample")
+
+
+def _problem(expr: str, method: bool, sample) -> str:
     w = Writer()
     first = w.value(sample.input)
     args = [w.value(a) for a in sample.args]
@@ -116,8 +161,9 @@ def make_problem(op) -> str:
     )
 
 
-def check_reference(source: str) -> None:
-    """Raises ValueError when the problem is no fair test: not tensors out, or random."""
+def check_reference(source: str) -> bool:
+    """Raises ValueError when the problem is no fair test: not tensors out, or random. True when
+    every output is a view of an input (shares its storage): the operator computes nothing."""
     scope: dict = {}
     exec(compile(source, "<opinfo>", "exec"), scope)
     torch.manual_seed(0)
@@ -132,6 +178,8 @@ def check_reference(source: str) -> None:
     if not all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, equal_nan=True))
                for a, b in zip(flat[0], flat[1])):
         raise ValueError("random output")
+    storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    return all(t.untyped_storage().data_ptr() in storages for t in flat[0])
 
 
 def cases(names: set[str] | None, limit: int | None) -> list[Case]:
@@ -145,18 +193,92 @@ def cases(names: set[str] | None, limit: int | None) -> list[Case]:
         case = Case(name)
         if torch.float32 not in op.supported_dtypes("cpu"):
             case.left_out = "no float32 on the CPU"
+        elif "empty" in op.name:
+            case.left_out = "uninitialised output (an empty tensor's values are whatever memory held)"
         elif getattr(op.op, "__name__", "") == "<lambda>":
             case.left_out = "OpInfo calls it through a lambda (its arguments in another order)"
         else:
             try:
                 case.source = make_problem(op)
-                check_reference(case.source)
+                case.view = check_reference(case.source)
             except Exception as e:  # any sample that cannot be a problem is reported, not fatal
                 case.source, case.left_out = "", f"{type(e).__name__}: {e}"[:120] if not isinstance(e, ValueError) else str(e)
         out.append(case)
         if limit and sum(1 for c in out if c.source) >= limit:
             break
     return out
+
+
+def _compile_worker() -> int:
+    """The child process of `CompileChecker`: one JSON request (a problem's source) per line in,
+    one JSON answer per line out."""
+    import torch._dynamo
+
+    for line in sys.stdin:
+        source = json.loads(line)["source"]
+        try:
+            scope: dict = {}
+            exec(compile(source, "<opinfo>", "exec"), scope)
+            torch.manual_seed(0)
+            inputs = scope["get_inputs"]()
+            torch._dynamo.reset()
+            compiled = torch.compile(scope["Model"](), backend="inductor", fullgraph=True)
+            compiled(*inputs)
+            answer = "yes"
+        except BaseException as e:  # any failure of the compiler is the answer for this problem
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            answer = f"{type(e).__name__}: {first}"[:160]
+        print(json.dumps({"compiles": answer}), flush=True)
+    return 0
+
+
+class CompileChecker:
+    """Whether torch.compile (Inductor on the CPU, one graph) compiles and runs a problem's
+    sample: a long-lived child process (imports once), restarted after a problem that outlives
+    `timeout` seconds or kills it. Answers are kept in `cache` (a JSON file) by torch version
+    and source."""
+
+    def __init__(self, timeout: float, cache: str | None = None):
+        self.timeout, self.proc = timeout, None
+        self.cache_path = Path(cache) if cache else None
+        self.cache = json.loads(self.cache_path.read_text()) if self.cache_path and self.cache_path.exists() else {}
+
+    def _start(self):
+        self.proc = subprocess.Popen([sys.executable, __file__, "--compile-worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+
+    def _stop(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+            self.proc = None
+
+    def check(self, source: str) -> str:
+        key = hashlib.sha256(f"{torch.__version__}\n{source}".encode()).hexdigest()
+        if key in self.cache:
+            return self.cache[key]
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+        self.proc.stdin.write(json.dumps({"source": source}) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], self.timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self._stop()
+            answer = f"torch.compile did not finish in {self.timeout:.0f} s" if not ready else "torch.compile crashed"
+        else:
+            answer = json.loads(line)["compiles"]
+        self.cache[key] = answer
+        if self.cache_path:
+            self.cache_path.write_text(json.dumps(self.cache, indent=0, sort_keys=True))
+        return answer
+
+    def close(self):
+        self._stop()
 
 
 def convert(case: Case, verifier, mode: str, budget: float) -> str:
@@ -169,30 +291,58 @@ def convert(case: Case, verifier, mode: str, budget: float) -> str:
     return "correct" if r.correct else (r.reason or "not correct")[:160]
 
 
-def report(results: list[Case]) -> str:
+def report(results: list[Case], compile_timeout: float = COMPILE_TIMEOUT) -> str:
     problems = [c for c in results if c.source]
-    strict = sum(c.strict == "correct" for c in problems)
-    mixed = sum(c.mixed == "correct" for c in problems)
+    views = [c for c in problems if c.view]
+    counted = [c for c in problems if not c.view and c.compiles == "yes"]
+    uncompiled = [c for c in problems if not c.view and c.compiles != "yes"]
+    strict = sum(c.strict == "correct" for c in counted)
+    mixed = sum(c.mixed == "correct" for c in counted)
+    n = max(len(counted), 1)
+
+    def row(c: Case) -> str:
+        return f"| `{c.name}` | {c.strict.replace('|', '/')} | {c.mixed.replace('|', '/')} | {c.seconds:.1f} |"
+
     lines = [
         "# PyTorch's OpInfo operators through the converter",
         "",
         "<!-- Generated by `python benchmarks/opinfo.py`; do not edit by hand. -->",
         "",
         f"{len(results)} OpInfo operators (with their variants) read, {len(problems)} made into one-operator "
-        "problems (float32, the first CPU sample, built-in policy, CPU / Triton interpreter, "
-        f"torch {torch.__version__}); not yet narrowed to what torch.compile compiles. \"no plan\" in mixed mode: "
-        "the operator alone would run in PyTorch, which is no conversion.",
+        "problems (float32, the first CPU sample whose tensors have elements and at most "
+        f"{MAX_LITERAL} of them, a literal of its values moved a little every trial; "
+        f"torch {torch.__version__}). Each is converted by the built-in policy through the search and "
+        "verified on the CPU (Triton interpreter, the sample's small shapes, also at another batch size "
+        "where the operator takes one), in strict mode (every operator in Triton) and in mixed mode "
+        "(PyTorch may keep what Triton lacks; \"no plan\": the operator alone would run in PyTorch, "
+        "which is no conversion).",
         "",
-        "| | converted and verified | of the problems |",
+        f"**The denominator**: the {len(counted)} problems that `torch.compile(model, backend=\"inductor\", "
+        "fullgraph=True)` compiles and runs on the CPU (checked on each problem's sample, in a child "
+        f"process, {compile_timeout:.0f} s at most each), less the view-only ones. "
+        f"{len(views)} problems are view-only (every output shares an input's storage: no compute, "
+        f"nothing to convert) and {len(uncompiled)} are not compiled by torch.compile; both are "
+        "listed below, outside the percentages. Inductor compiles an operator it has no lowering for "
+        "by calling ATen's own kernel from the compiled graph (linear algebra, sort, unique): those count.",
+        "",
+        "| | converted and verified | of the problems torch.compile compiles |",
         "|---|---|---|",
-        f"| strict (every operator in Triton) | {strict} | {strict / max(len(problems), 1):.0%} |",
-        f"| mixed (PyTorch may keep what Triton lacks) | {mixed} | {mixed / max(len(problems), 1):.0%} |",
+        f"| strict (every operator in Triton) | {strict} | {strict / n:.0%} |",
+        f"| mixed (PyTorch may keep what Triton lacks) | {mixed} | {mixed / n:.0%} |",
         "",
         "| operator | strict | mixed | s |",
         "|---|---|---|---|",
     ]
-    for c in problems:
-        lines.append(f"| `{c.name}` | {c.strict.replace('|', '/')} | {c.mixed.replace('|', '/')} | {c.seconds:.1f} |")
+    lines += [row(c) for c in counted]
+    if views:
+        lines += ["", f"View-only ({len(views)}; outside the percentages): "
+                  + ", ".join(f"`{c.name}`" for c in views) + "."]
+    if uncompiled:
+        lines += ["", f"Not compiled by torch.compile ({len(uncompiled)}; outside the percentages, the "
+                  "converter's results for the record):", "",
+                  "| operator | torch.compile | strict | mixed |", "|---|---|---|---|"]
+        lines += [f"| `{c.name}` | {c.compiles.replace('|', '/')} | {c.strict.replace('|', '/')} | "
+                  f"{c.mixed.replace('|', '/')} |" for c in uncompiled]
     left = [c for c in results if not c.source]
     if left:
         lines += ["", f"Left out ({len(left)}):", "", "| operator | why |", "|---|---|"]
@@ -208,24 +358,36 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="stop after this many problems")
     ap.add_argument("--budget", type=float, default=60.0, help="search seconds per operator and mode")
     ap.add_argument("--modes", default="strict,mixed")
+    ap.add_argument("--compile-cache", help="a JSON file keeping torch.compile's answers between runs")
+    ap.add_argument("--compile-timeout", type=float, default=COMPILE_TIMEOUT,
+                    help="seconds torch.compile may take on one problem")
+    ap.add_argument("--compile-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.compile_worker:
+        return _compile_worker()
     from drtriton.verify import Verifier, VerifyConfig
 
     results = cases(set(args.only.split(",")) if args.only else None, args.limit)
-    todo = [c for c in results if c.source]
+    todo = [c for c in results if c.source and not c.view]
     print(f"{len(todo)} problems of {len(results)} operators", file=sys.stderr, flush=True)
+    checker = CompileChecker(args.compile_timeout, args.compile_cache)
+    try:
+        for case in todo:
+            case.compiles = checker.check(case.source)
+    finally:
+        checker.close()
     with Verifier(VerifyConfig(device="cpu", workers=2)) as verifier:
         for i, case in enumerate(todo, 1):
             t0 = time.monotonic()
-            for mode in args.modes.split(","):
+            for mode in [m for m in args.modes.split(",") if m]:
                 try:
                     setattr(case, mode, convert(case, verifier, mode, args.budget))
                 except Exception as e:  # one operator's failure is its row; the run goes on
                     setattr(case, mode, f"internal error: {type(e).__name__}: {e}"[:160])
             case.seconds = time.monotonic() - t0
-            print(f"[{i}/{len(todo)}] {case.name}: strict {case.strict[:60]}; mixed {case.mixed[:60]}",
+            print(f"[{i}/{len(todo)}] {case.name} (compiles: {case.compiles[:40]}): strict {case.strict[:60]}; mixed {case.mixed[:60]}",
                   file=sys.stderr, flush=True)
-    text = report(results)
+    text = report(results, args.compile_timeout)
     if args.out == "-":
         print(text)
     else:

@@ -92,6 +92,8 @@ def torch_inputs(case: Case):
             tensors.append(torch.rand(tuple(shape)) + 0.5)
         elif slot.domain == "unit":
             tensors.append(torch.rand(tuple(shape)))
+        elif slot.domain == "above_one":
+            tensors.append(torch.rand(tuple(shape)) + 1.0)
         elif slot.domain == "mask":
             tensors.append(torch.rand(tuple(shape)) > 0.5)
         else:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -19,7 +20,7 @@ opinfo = pytest.importorskip("opinfo")
 def test_samples_become_problems_and_covered_operators_convert(tmp_path):
     pytest.importorskip("expecttest")
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "opinfo.py"), "--only",
-                        "add,rsqrt,special.bessel_j0,where,nn.functional.relu", "--out", str(tmp_path / "opinfo.md"),
+                        "add,rsqrt,special.bessel_j0,where,nn.functional.relu,transpose", "--out", str(tmp_path / "opinfo.md"),
                         "--json", str(tmp_path / "cases.jsonl"), "--budget", "120"],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -29,8 +30,11 @@ def test_samples_become_problems_and_covered_operators_convert(tmp_path):
     assert found["rsqrt"]["strict"] == "correct"  # Core ATen math: a vocabulary operator
     assert "bessel_j0" in found["special.bessel_j0"]["strict"]  # not covered: the reason names it
     assert "lambda" in found["where"]["left_out"]  # OpInfo reorders its arguments: not our call
+    assert found["add"]["compiles"] == "yes"  # torch.compile (Inductor, CPU) compiles it: counted
+    assert found["transpose"]["view"] and not found["transpose"]["strict"]  # a view: nothing to convert
     text = (tmp_path / "opinfo.md").read_text()
     assert "| `add` | correct |" in text and "Left out (1)" in text
+    assert "the 4 problems that `torch.compile" in text and "View-only (1; outside the percentages): `transpose`" in text
 
 
 def test_operators_are_called_as_functions_or_tensor_methods():
@@ -38,3 +42,24 @@ def test_operators_are_called_as_functions_or_tensor_methods():
     assert opinfo.callable_expr("add") == ("torch.add", False)
     assert opinfo.callable_expr("contiguous") == ("contiguous", True)  # only a Tensor method
     assert opinfo.callable_expr("no_such_op") is None
+
+
+def test_view_only_operators_are_told_apart():
+    view = opinfo._problem("transpose", True, _Sample(torch.randn(3, 4), (0, 1)))
+    copy = opinfo._problem("torch.transpose_copy", False, _Sample(torch.randn(3, 4), (0, 1)))
+    assert opinfo.check_reference(view) is True
+    assert opinfo.check_reference(copy) is False
+
+
+def test_compile_check_has_a_time_limit():
+    src = opinfo._problem("torch.exp", False, _Sample(torch.randn(3), ()))
+    checker = opinfo.CompileChecker(timeout=0.01)
+    try:
+        assert "did not finish" in checker.check(src)
+    finally:
+        checker.close()
+
+
+class _Sample:
+    def __init__(self, input, args, kwargs=None):
+        self.input, self.args, self.kwargs = input, args, kwargs or {}

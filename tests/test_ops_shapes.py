@@ -106,6 +106,10 @@ def test_value_range_contains_outputs(op, data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # loss broadcasting warnings
         out = op.reference(inputs, case.attrs).double()
+    if case.attrs.get("correction"):  # var/std of one element with Bessel's correction: NaN, as in
+        out = out[~out.isnan()]       # PyTorch (the rule's guard keeps it out of generated programs)
+        if not out.numel():
+            return
     slack = 1e-4 * (1 + out.abs().max().item())
     assert out.min().item() >= lo - slack and out.max().item() <= hi + slack, (lo, hi, out.min(), out.max())
 

@@ -53,12 +53,13 @@ _UNARY = {
     **{f"aten.{name}.default": name for name in (
         "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
         "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "floor", "ceil", "trunc",
-        "round", "frac", "sign")},
+        "round", "frac", "sign", "erfc", "acosh")},
     "aten.sgn.default": "sign",
 }
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
            "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
-           "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp"}
+           "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp", "aten.fmax.default": "fmax",
+           "aten.fmin.default": "fmin"}
 
 
 def _unary(name: str) -> Callable:
@@ -312,6 +313,19 @@ def _reduce(name: str, single_axis: bool = False):
     return m
 
 
+def _variance(name: str):
+    """var / std over axes with Bessel's `correction` (var.correction, var.dim's `unbiased`)."""
+    def m(node, values):
+        if node.target.endswith(".dim"):  # var.dim(input, dim, unbiased=True, keepdim=False)
+            a = _args(node, ["input", "dim", "unbiased", "keepdim"], {"dim": None, "unbiased": True, "keepdim": False})
+            correction = 1.0 if a["unbiased"] else 0.0
+        else:  # var.correction(input, dim=None, *, correction=None, keepdim=False)
+            a = _args(node, ["input", "dim"], {"dim": None, "correction": None, "keepdim": False})
+            correction = 1.0 if a["correction"] is None else float(a["correction"])
+        return name, {"dim": _dims(a, values), "correction": correction, "keepdim": bool(a["keepdim"])}
+    return m
+
+
 def _vector_norm(node, values):
     a = _args(node, ["input", "ord", "dim", "keepdim", "dtype"], {"ord": 2, "dim": None, "keepdim": False,
                                                                   "dtype": None})
@@ -386,7 +400,8 @@ def _where(node, values):
 def _to_dtype(node, values):
     """A dtype conversion on the same device (`x.to(torch.float32)`, `_to_copy(x, dtype=...)`,
     `x.float()`), not a move or a layout change."""
-    a = _args(node, ["input", "dtype"] if node.target == "aten.to.dtype" else ["input"])
+    a = _args(node, ["input", "dtype"] if node.target in ("aten.to.dtype", "prims.convert_element_type.default")
+              else ["input"])
     dtype = a.get("dtype")
     extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format", "non_blocking", "copy"}
     if not _is_tensor(a["input"]) or not isinstance(dtype, str) or extra:
@@ -460,6 +475,62 @@ def _constant_pad(node, values):
 def _embedding(node, values):
     a = _args(node, ["weight", "indices"])
     return ("embedding", {}) if len(_shape(values, a["weight"])) == 2 and _is_tensor(a["indices"]) else None
+
+
+# -- prims: what PyTorch's reference decompositions (torch._refs, in torch._decomp's table, which
+# capture uses for Core ATen operators export keeps) lower to. The same operations as their aten
+# namesakes, with plain positional arguments (a number may stand for a tensor).
+
+def _prims_div(node, values):
+    """prims.div truncates on integers: only floating-point results are the vocabulary's div."""
+    out = values.get(node.outputs[0])
+    if out is None or "float" not in out.dtype:
+        return None
+    return _arith("div", "div_scalar")(node, values)
+
+
+def _prims_pow(node, values):
+    a = _args(node, ["input", "exponent"])
+    if _is_tensor(a["input"]) and _is_tensor(a["exponent"]):
+        return "pow_tensor", {}
+    return _pow(node, values) if _is_tensor(a["input"]) else None
+
+
+def _prims_reduce(name: str):
+    """prims.sum / prod / amax / amin / var (inp, dims, [correction]): no keepdim, no dtype."""
+    def m(node, values):
+        a = _args(node, ["input", "dim", "correction"], {"dim": None, "correction": 1.0, "output_dtype": None})
+        if a["output_dtype"] is not None or a["dim"] == []:  # prims' [] reduces no axis
+            return None
+        dims = _dims(a, values)
+        attrs = {"dim": dims, "keepdim": False}
+        if name in ("max", "min", "prod"):  # single-axis operators: one axis, or all of them (adjacent)
+            attrs["dim"] = dims[0] if len(dims) == 1 else dims
+        if name == "var":
+            attrs["correction"] = float(a["correction"])
+        return name, attrs
+    return m
+
+
+_PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
+    **{f"prims.{n}.default": _unary(v) for n, v in (
+        (k.split(".")[1], v) for k, v in _UNARY.items()) if n not in ("sgn",)},
+    "prims.tanh.default": _unary("tanh"), "prims.abs.default": _unary("abs"),
+    **{f"prims.{n}.default": _both_tensors(v) for n, v in (
+        ("atan2", "atan2"), ("fmod", "fmod"), ("remainder", "remainder"), ("hypot", "hypot"), ("fmax", "fmax"),
+        ("fmin", "fmin"), ("maximum", "maximum"), ("minimum", "minimum"))},
+    "prims.add.default": _arith("add", "add_scalar"), "prims.sub.default": _arith("sub", "add_scalar", sign=-1.0),
+    "prims.mul.default": _arith("mul", "mul_scalar"), "prims.div.default": _prims_div,
+    "prims.pow.default": _prims_pow,
+    **{f"prims.{c}.default": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "prims.where.default": _where, "prims.signbit.default": _unary("signbit"),
+    "prims.convert_element_type.default": _to_dtype,
+    "prims.bitwise_and.default": _bool_logic("logical_and"), "prims.bitwise_or.default": _bool_logic("logical_or"),
+    "prims.bitwise_xor.default": _bool_logic("logical_xor"), "prims.bitwise_not.default": _bool_logic("logical_not"),
+    "prims.sum.default": _prims_reduce("sum"), "prims.prod.default": _prims_reduce("prod"),
+    "prims.amax.default": _prims_reduce("max"), "prims.amin.default": _prims_reduce("min"),
+    "prims.var.default": _prims_reduce("var"),
+}
 
 
 MATCHERS: dict[str, Callable] = {
@@ -539,6 +610,9 @@ MATCHERS: dict[str, Callable] = {
     "aten.argmax.default": _reduce("argmax", single_axis=True),
     "aten.argmin.default": _reduce("argmin", single_axis=True),
     "aten.logsumexp.default": _reduce("logsumexp"),
+    "aten.var.correction": _variance("var"), "aten.var.dim": _variance("var"),
+    "aten.std.correction": _variance("std"), "aten.std.dim": _variance("std"),
+    "aten.signbit.default": _unary("signbit"),
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.cumsum.default": _scan("cumsum"),
     "aten.cumprod.default": _scan("cumprod"),
@@ -548,6 +622,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.kl_div.default": _kl_div,
     "aten.cross_entropy_loss.default": _cross_entropy,
     "aten.triplet_margin_loss.default": _triplet,
+    **_PRIMS_SAME,
 }
 
 

@@ -83,6 +83,17 @@ def sinh(e: str) -> str:
     return f"tl.where(tl.abs({e}) < 0.1, {small}, 0.5 * (tl.exp({e}) - tl.exp(-{e})))"
 
 
+def erfc(e: str) -> str:
+    """1 - erf(e) to about 1e-7 relative everywhere (Numerical Recipes' erfcc: a rational
+    Chebyshev fit times exp(-e^2) for e >= 0, reflected as 2 - erfc(-e)); 1 - erf itself near 0."""
+    t = f"(1.0 / (1.0 + 0.5 * tl.abs({e})))"
+    inner = _poly(t, (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
+                      1.48851587, -0.82215223, 0.17087277))
+    tail = f"{t} * tl.exp(-{e} * {e} + {inner})"
+    return (f"tl.where(tl.abs({e}) < 0.5, 1.0 - tl.erf({e}), "
+            f"tl.where({e} >= 0.0, {tail}, 2.0 - {tail}))")
+
+
 _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805
 
@@ -304,6 +315,11 @@ MATH = (
     _math("atanh", "tl.where({x} < 0.0, -0.5, 0.5) * " + log1p_any("(2.0 * tl.abs({x}) / (1.0 - tl.abs({x})))"),
           "inverse hyperbolic tangent (|x| < 1)", domain="unit"),
     _math("erf", "tl.erf({x})", "error function", torch_name="torch.erf"),
+    _math("erfc", erfc("{x}"), "1 - erf(x), accurate in the tails", value_range=_fixed(0.0, 2.0)),
+    # log(x + sqrt(x^2 - 1)) as log1p of (x - 1) + sqrt((x - 1)(x + 1)): accurate near 1. Its
+    # domain (x >= 1) has no glue into it: not drawn
+    _math("acosh", log1p_any("(({x} - 1.0) + tl.sqrt(({x} - 1.0) * ({x} + 1.0)))"),
+          "inverse hyperbolic cosine (x >= 1)", domain="above_one", drawn=False),
     _math("floor", "tl.floor({x})", "round down", drawn=False),
     _math("ceil", "tl.ceil({x})", "round up", drawn=False),
     _math("trunc", trunc("{x}"), "round toward zero", drawn=False),
@@ -346,6 +362,11 @@ MORE_BINARY = (
             fns=("torch.remainder",), methods=("remainder",), value_range=_within_divisor(nonneg=True)),
     _binary("copysign", "torch.copysign({x}, {y})", "tl.where({y} < 0.0, -tl.abs({x}), tl.abs({x}))",
             "|x| with the sign of y, broadcasting", fns=("torch.copysign",), methods=("copysign",)),
+    # NaN-ignoring max / min: the other operand where one is NaN
+    _binary("fmax", "torch.fmax({x}, {y})", "tl.where({x} != {x}, {y}, tl.where({y} != {y}, {x}, tl.maximum({x}, {y})))",
+            "elementwise max ignoring NaN, broadcasting", commutative=True, fns=("torch.fmax",), methods=("fmax",)),
+    _binary("fmin", "torch.fmin({x}, {y})", "tl.where({x} != {x}, {y}, tl.where({y} != {y}, {x}, tl.minimum({x}, {y})))",
+            "elementwise min ignoring NaN, broadcasting", commutative=True, fns=("torch.fmin",), methods=("fmin",)),
     _binary("hypot", "torch.hypot({x}, {y})", "tl.sqrt({x} * {x} + {y} * {y})", "sqrt(x^2 + y^2), broadcasting",
             commutative=True, fns=("torch.hypot",), methods=("hypot",)),
     _binary("logaddexp", "torch.logaddexp({x}, {y})",
@@ -390,6 +411,9 @@ LOGIC = (
            domains=("mask", "mask"), fns=("torch.logical_or",), methods=("logical_or",)),
     _logic("logical_xor", "torch.logical_xor({x}, {y})", "({x} != 0) ^ ({y} != 0)", "x xor y, broadcasting",
            domains=("mask", "mask"), fns=("torch.logical_xor",), methods=("logical_xor",)),
+    # -0.0 has its sign bit set too: 1 / -0.0 is -inf
+    _logic("signbit", "torch.signbit({x})", "({x} < 0.0) | (({x} == 0.0) & (1.0 / {x} < 0.0))",
+           "x's sign bit is set (negative, or -0.0)", domains=("real",), fns=("torch.signbit",), methods=("signbit",)),
     _logic("isnan", "torch.isnan({x})", "{x} != {x}", "x is NaN", domains=("real",), fns=("torch.isnan",),
            methods=("isnan",)),
     _logic("isinf", "torch.isinf({x})", "tl.abs({x}) == float('inf')", "x is +-infinity", domains=("real",),

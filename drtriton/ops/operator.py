@@ -27,8 +27,9 @@ ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 #: may feed the slot (by their value range).
 #: real: torch.randn; positive: torch.rand + 0.5 (a safe divisor); unit: torch.rand (probabilities,
 #: targets in [0, 1]); index: torch.randint class indices (never fed by another operator); mask:
-#: booleans, torch.rand > 0.5 (where's condition, logical operators).
-DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask")
+#: booleans, torch.rand > 0.5 (where's condition, logical operators); above_one: torch.rand + 1
+#: (acosh's argument; no glue maps into it, so its operators are not drawn).
+DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one")
 
 RuleFn = Callable[[ShapeContext, list, Mapping[str, Any]], tuple[list, Dim]]
 Template = Union[str, Callable[[Mapping[str, Any]], str]]
@@ -166,7 +167,8 @@ INPUT_NAMES = ("x", "y", "z")
 def _fmt(value: Any) -> str:
     """Python source for an attribute value."""
     if isinstance(value, float):
-        return repr(value)
+        # inf and nan: repr gives a bare name, which generated code would not define
+        return repr(value) if value == value and abs(value) != float("inf") else f'float("{value}")'
     if isinstance(value, list):
         value = tuple(value)
     return repr(value)

@@ -1,6 +1,6 @@
 """Operators along axes: reductions, scans (cumsum/cumprod) and softmax/log-softmax.
 
-FLOPs per input element: 1 for reductions and scans, 2 for norms, 4 for logsumexp, 5 for
+FLOPs per input element: 1 for reductions and scans, 2 for norms, 3 for var and std, 4 for logsumexp, 5 for
 softmax. Products over long axes overflow or underflow float32, so ``prod``/``cumprod`` are
 generated over axes of at most 16 elements (a guard: PyTorch itself accepts any length).
 """
@@ -121,6 +121,20 @@ REDUCTIONS = (
                check=_not_single, out_dtype="int64", fns=("torch.argmax",), methods=("argmax",)),
     _reduction("argmin", 1, _VALUES_AT.format(name="argmin"), "index of the minimum (int64)", ranges.nonneg,
                check=_not_single, out_dtype="int64", fns=("torch.argmin",), methods=("argmin",)),
+    # var and std: mean, then the sum of squared deviations over R - correction (Bessel's 1 by default).
+    # Their rule is the reductions' (CP-SAT too), but synthesis does not draw them yet: drawn, a
+    # variance (small, non-negative) fed into a hinge such as triplet_margin_loss gave a program
+    # whose output is zero on draws other than the generator's gate saw (tests/test_synth_programs.py)
+    _op("var", "reduction", _reduce_rule(3, _not_single),
+        "torch.var({x}, dim={dim}, correction={correction}, keepdim={keepdim})",
+        "variance over 1-3 axes (correction: 1 unbiased, 0 population)",
+        attrs=(Axis("dim", multi=True), Choice("correction", (0.0, 1.0)), _KEEPDIM), value_range=ranges.nonneg,
+        fns=("torch.var",), methods=("var",), drawn=False),
+    _op("std", "reduction", _reduce_rule(3, _not_single),
+        "torch.std({x}, dim={dim}, correction={correction}, keepdim={keepdim})",
+        "standard deviation over 1-3 axes (correction: 1 unbiased, 0 population)",
+        attrs=(Axis("dim", multi=True), Choice("correction", (0.0, 1.0)), _KEEPDIM), value_range=ranges.nonneg,
+        fns=("torch.std",), methods=("std",), drawn=False),
     _reduction("logsumexp", 4, _VALUES_AT.format(name="logsumexp"), "log(sum(exp(x))) over 1-3 axes",
                ranges.unbounded, multi=True, reduces=_reduced_axes, fns=("torch.logsumexp",),
                methods=("logsumexp",)),

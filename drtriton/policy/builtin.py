@@ -17,7 +17,7 @@ from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
-from .emit import attention, batchnorm, conv, elementwise, gather, loss, matmul, norms, pool, pytorch, rows, scan
+from .emit import attention, batchnorm, conv, copies, elementwise, gather, loss, matmul, norms, pool, pytorch, rows, scan
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -178,6 +178,8 @@ class BuiltinPolicy:
         kernels, lines, plan, notes = [], [], [], []
         policies: set[str] = set()
         pytorch_compute = False
+        # nothing but views, copies and allocations: the copies and fills run in Triton
+        materialised = {id(frags[i]) for i in copies.materialised(program, frags)}
         queue = [(i, f, None) for i, f in enumerate(frags)]  # (index, fragment, its part's variant)
         while queue:
             i, frag, part_variant = queue.pop(0)
@@ -206,7 +208,10 @@ class BuiltinPolicy:
             try:
                 if variant is PYTORCH and frag.kind not in ("view", "torch"):
                     raise Unsupported("no verified Triton variant")
-                if isinstance(variant, Foreign):
+                if id(frag) in materialised:
+                    emitted, how = copies.emit(program, frag, names), "Triton"
+                    policies.add(self.name)
+                elif isinstance(variant, Foreign):
                     emitted, how = _embedded(program, variant, names), f"Triton by the {variant.policy} policy"
                     policies.add(variant.policy)
                 else:
@@ -227,7 +232,7 @@ class BuiltinPolicy:
             pytorch_compute |= emitted.pytorch_compute
             kernels += emitted.kernels
             lines += emitted.lines
-            if frag.kind != "view":
+            if frag.kind != "view" or id(frag) in materialised:
                 plan.append(f"{frag.label}: {how}")
         if not kernels:
             left = "; ".join(line for line in plan if line.endswith(": PyTorch"))

@@ -70,6 +70,8 @@ def _literal(x) -> str:
         return "1.0" if x else "0.0"
     if isinstance(x, float) and math.isinf(x):
         return 'float("inf")' if x > 0 else 'float("-inf")'
+    if isinstance(x, float) and math.isnan(x):  # repr gives `nan`, a name in generated code
+        return 'float("nan")'
     return repr(float(x)) if isinstance(x, (int, float)) else repr(x)
 
 

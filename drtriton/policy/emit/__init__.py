@@ -160,13 +160,14 @@ def affine(var: str, scale: int, shift: int) -> str:
     return e if shift == 0 else (f"{e} + {shift}" if shift > 0 else f"{e} - {-shift}")
 
 
-def input_launch(program, prologue, x: str) -> tuple[list[str], str, list[str]]:
+def input_launch(program, prologue, x: str, scalar: bool = False) -> tuple[list[str], str, list[str]]:
     """Forward lines for an anchor's main input: `_xs` (its shape), the device, and the kernel
     arguments. With a `prologue` block, X is computed in the kernel from the block's operands
-    (broadcast through strides); without (None), X itself, made contiguous."""
+    (broadcast through strides); without (None), X itself, made contiguous. `scalar`: X is 0-d,
+    read as one element of shape (1,) (the prologue's operands expanded to it)."""
     if prologue is None:
         return [f"_x = {program.expr(x)}.contiguous()", "_xs = _x.shape"], "_x.device", ["_x"]
     shapes = ", ".join(f"{program.expr(v)}.shape" for v in prologue.operands)
-    lines = [f"_xs = torch.broadcast_shapes({shapes})"]
+    lines = ["_xs = (1,)  # 0-d operands: one element"] if scalar else [f"_xs = torch.broadcast_shapes({shapes})"]
     pre, args = prologue.launch_args("_xs")
     return lines + pre, f"{program.expr(prologue.operands[0])}.device", args

@@ -51,10 +51,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # (Z, M, K) @ (Z, K, N) and (Z0, Z1, M, K) @ (Z0, Z1, K, N) (attention's heads), or
     # (..., M, K) @ (K, N)
     two_batch = len(sa) == len(sb) == 4 and list(sa[:2]) == list(sb[:2])
-    if len(sa) < 2 or len(sb) < 1 or (len(sb) > 3 and not two_batch) or (node.op == "linear" and len(sb) != 2):
+    # a vector operand is a one-row (a) or one-column (b) matrix, its axis dropped from the result
+    vec_a, vec_b = len(sa) == 1, len(sb) == 1
+    if (vec_a and len(sb) > 3) or (vec_b and node.op == "linear"):
         raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
-    if len(sb) == 1 or (len(sa) > 3 and len(sb) > 2 and not two_batch):
-        raise Unsupported("vector or high-rank batched operands")
+    if len(sa) < 1 or len(sb) < 1 or (len(sb) > 3 and not two_batch) or (node.op == "linear" and len(sb) != 2):
+        raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
+    if len(sa) > 3 and len(sb) > 2 and not two_batch:
+        raise Unsupported("high-rank batched operands")
     if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
         raise Unsupported("non-fp32 matmul")
     batched_b = len(sb) >= 3
@@ -115,17 +119,29 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if two_batch:  # (Z0, Z1, M, K) @ (Z0, Z1, K, N): views (transposed heads) read through their strides
         lines += [f"_a = {ea}", "_Z0, _Z1, _M, _K = _a.shape", "_Z = _Z0 * _Z1", f"_N = {eb}.shape[-1]",
                   "_saz0, _saz1, _sam, _sak = _a.stride()", f"_sbz0, _sbz1, _sbk, _sbn = {eb}.stride()"]
+    elif batched_b and vec_a:  # (K,) @ (Z, K, N): the one row is read for every z
+        lines += [f"_a = {ea}", "_Z = _Z1 = " + f"{eb}.shape[0]", "_M, _K = 1, _a.shape[0]", f"_N = {eb}.shape[-1]",
+                  "_saz1, _sam, _sak = 0, 0, _a.stride(0)", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     elif batched_b:  # (Z, M, K) @ (Z, K, N)
         lines += [f"_a = {ea}", "_Z, _M, _K = _a.shape", "_Z1 = _Z", f"_N = {eb}.shape[-1]",
                   "_saz1, _sam, _sak = _a.stride()", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     else:  # (..., M, K) @ (K, N): the leading dims of a fold into M
         lines += [f"_a = {ea}.reshape(-1, {ea}.shape[-1])", "_M, _K = _a.shape", "_Z = _Z1 = 1",
                   "_saz0 = _saz1 = _sbz0 = _sbz1 = 0", "_sam, _sak = _a.stride()"]
-        if b_t:  # nn.Linear keeps W as (N, K): read it transposed through its strides
+        if vec_b:  # (..., M, K) @ (K,): one column
+            lines += ["_N = 1", f"_sbk, _sbn = {eb}.stride(0), 0"]
+        elif b_t:  # nn.Linear keeps W as (N, K): read it transposed through its strides
             lines += [f"_N = {eb}.shape[0]", f"_sbn, _sbk = {eb}.stride()"]
         else:
             lines += [f"_N = {eb}.shape[-1]", f"_sbk, _sbn = {eb}.stride()"]
-    shape_src = f"(*{ea}.shape[:-1], _N)"
+    if vec_a and vec_b:  # a dot product: a 0-d result
+        shape_src = "()"
+    elif vec_b:
+        shape_src = f"tuple({ea}.shape[:-1])"
+    elif vec_a:
+        shape_src = f"(*{eb}.shape[:-2], _N)"
+    else:
+        shape_src = f"(*{ea}.shape[:-1], _N)"
     for o in outs:
         lines.append(f"{o} = torch.empty({shape_src}, device={ea}.device, dtype=torch.float32)")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")

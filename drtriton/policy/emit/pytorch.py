@@ -25,11 +25,22 @@ def render_arg(program: Program, a) -> str:
         return a  # dtypes, devices, memory formats
     if isinstance(a, float) and a in (float("inf"), float("-inf")):
         return 'float("inf")' if a > 0 else 'float("-inf")'
+    if isinstance(a, float) and a != a:  # NaN: repr gives `nan`, a name in generated code
+        return 'float("nan")'
     return repr(a)
 
 
 def call(program: Program, node) -> str:
     target = node.target  # e.g. aten.conv2d.default, or operator.mul on sizes
+    if target == "prims.broadcast_in_dim.default":  # (a, shape, kept dims): unsqueeze the others, expand
+        a, shape, kept = node.args[:3]
+        expr = render_arg(program, a)
+        for d in range(len(shape)):
+            if d not in kept:
+                expr = f"{expr}.unsqueeze({d})"
+        return f"{expr}.expand({render_arg(program, shape)})"
+    if target == "prims.scalar_tensor.default":  # aten's, same arguments: an allocation
+        target = "aten.scalar_tensor.default"
     args = [render_arg(program, a) for a in node.args]
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items()]
     fn = f"torch.ops.{target}" if target.startswith(("aten.", "prims.")) else target.removeprefix("builtins.")

@@ -7,7 +7,9 @@ I, and loops over R in BLOCK_R steps (coalesced along I when I > 1, along R when
 fused prologue computes X from its operands as it is loaded; a fused epilogue runs on the
 result before the one store.
 
-- reductions (sum, mean, max, min, prod, argmax, argmin, logsumexp, norm): one pass over R.
+- reductions (sum, mean, max, min, prod, argmax, argmin, logsumexp, norm): one pass over R;
+  var and std two (the mean, then the squared deviations from it: no cancellation). max and min
+  whose indices are used too run as argmax/argmin and store both.
   When the output gives too few programs to fill a GPU (a full reduction: one) and R is long,
   sum, mean, norm, prod, max and min split R into chunks, in two kernels: stage 1 runs a program
   per (o, strip of I, chunk of R) and stores the chunk's partial (fp32, the prologue applied per
@@ -26,11 +28,12 @@ from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, input_launch, pow2, stored_values
 
-REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm"}
+REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std"}
 SOFTMAXES = {"softmax", "log_softmax"}
 
 _NEUTRAL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
-            "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0"}
+            "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0",
+            "var": "0.0", "std": "0.0"}
 
 #: reductions whose partials combine with one operation (mean and norm partials are sums)
 SPLITTABLE = {"sum", "mean", "norm", "prod", "max", "min"}
@@ -94,19 +97,24 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     ins = program.inputs_of(node)
     x = ins[0]
     xs = list(program.values[x].shape)
-    if not xs:
-        raise Unsupported("a scalar input")
+    scalar = not xs  # a 0-d input: one row of one element (its result is 0-d too)
+    if scalar:
+        xs = [1]
     if program.values[x].dtype != "torch.float32":
         raise Unsupported("non-fp32 input")
-    if op in ("max", "min") and len(node.outputs) > 1 and program.used_outside(node.outputs[1], {node.name}):
-        raise Unsupported("the indices of max/min are used")
+    # max/min with their indices used (torch.max(x, dim)): argmax/argmin's pass, storing both
+    with_indices = (op in ("max", "min") and len(node.outputs) > 1
+                    and program.used_outside(node.outputs[1], {node.name}))
+    fold = {"max": "argmax", "min": "argmin"}[op] if with_indices else op
     rank = len(xs)
-    first, last = _block_axes(op, node.attrs, rank)
+    first, last = (0, 0) if scalar else _block_axes(op, node.attrs, rank)
     O, R, I = _prod(xs[:first]), _prod(xs[first:last + 1]), _prod(xs[last + 1:])
 
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
     stores = stored_values(program, frag, out_shape)
+    if with_indices:  # the values are stored (the launch reads their shape); the indices apart
+        stores = [out] + [v for v in stores if v not in (out, node.outputs[1])]
     # prologue: computes X from loaded operands, per element of X
     reserved = {"x_ptr", "part_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
@@ -118,13 +126,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     block_r = min(64, pow2(R)) if I > 1 else 1024
     block_i = min(pow2(I), max(64, 4096 // block_r)) if I > 1 else 1
     # few programs (O x strips of I) and a long R: split R over more programs, in two stages
-    split = (op in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
+    split = (fold in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
              and R >= MIN_CHUNKS * CHUNK_TILES * block_r)
 
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
     params = (["x_ptr"] if not frag.prologue else pro.params())
-    out_params = epi.params() + [f"{o}_out" for o in outs]
+    out_params = epi.params() + [f"{o}_out" for o in outs] + (["idx_out"] if with_indices else [])
     if split:  # stage 1 stores partials; the outputs are stage 2's
         params += ["part_ptr", "R", "I"] + x_sizes
     else:
@@ -150,11 +158,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         """The epilogue on the reduced values `res`, then the stores (output offset o * I + col)."""
         env = {out: "res"}
         lines = ["out_offs = o * I + cols"]
-        kept = last - first + 1 if node.attrs.get("keepdim") else 0
+        kept = last - first + 1 if node.attrs.get("keepdim") and not scalar else 0
         o_axes = _axes(["o", None, "cols"], first, first + kept - 1, len(out_shape))
         lines += epi.emit(IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes, o_axes), env)
-        return lines + [f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)"
-                        for o_name, v in zip(outs, stores)]
+        lines += [f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)" for o_name, v in zip(outs, stores)]
+        if with_indices:
+            lines.append("tl.store(idx_out + out_offs, res_i, mask=col_mask)")
+        return lines
 
     body = [
         "o = tl.program_id(0).to(tl.int64)",
@@ -173,20 +183,27 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if op in REDUCTIONS:
         neutral = _NEUTRAL[op]
         body.append(f"acc = tl.full((BLOCK_R, BLOCK_I), {neutral}, tl.float32)")
-        if op in ("argmax", "argmin"):
+        if fold in ("argmax", "argmin"):
             body.append("acc_i = tl.zeros((BLOCK_R, BLOCK_I), tl.int64)")
         if op == "logsumexp":
             body.append("run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)")
             body.append("run_sum = tl.zeros((BLOCK_I,), tl.float32)")
+        if op in ("var", "std"):  # first pass: the mean
+            body.append(f"for r0 in range({lo}, {hi}, BLOCK_R):")
+            body.append("    r = r0 + tl.arange(0, BLOCK_R)")
+            body += load_x("    ", hi)
+            body.append("    acc += tl.where(x_mask, xv, 0.0)")
+            body.append("mu = tl.sum(acc, axis=0) / R")
+            body.append("acc = tl.zeros((BLOCK_R, BLOCK_I), tl.float32)")
         body.append(f"for r0 in range({lo}, {hi}, BLOCK_R):")
         body.append("    r = r0 + tl.arange(0, BLOCK_R)")
         body += load_x("    ", hi)
         body.append(f"    xv = tl.where(x_mask, xv, {neutral})")
-        if op in SPLITTABLE:
+        if op in SPLITTABLE and not with_indices:
             value = ("tl.abs(xv)" if node.attrs["p"] == 1 else "xv * xv") if op == "norm" else "xv"
             body.append("    " + _FOLD[_combiner(op)].format(v=value))
-        elif op in ("argmax", "argmin"):
-            cmp = ">" if op == "argmax" else "<"
+        elif fold in ("argmax", "argmin"):
+            cmp = ">" if fold == "argmax" else "<"
             # strict comparison keeps the first occurrence, as PyTorch does
             body.append(f"    better = xv {cmp} acc")
             body.append("    acc_i = tl.where(better, r[:, None] + tl.zeros_like(acc_i), acc_i)")
@@ -196,21 +213,32 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             body.append("    safe = tl.where(new_max == float(\"-inf\"), 0.0, new_max)")
             body.append("    run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(xv - safe[None, :]), axis=0)")
             body.append("    run_max = new_max")
+        elif op in ("var", "std"):
+            body.append("    dev = tl.where(x_mask, xv - mu[None, :], 0.0)")
+            body.append("    acc += dev * dev")
         if split:
             body += [f"part = {_COLLAPSE[_combiner(op)]}",
                      "part_offs = (o * tl.num_programs(2) + tl.program_id(2)) * I + cols  # part[o, chunk, cols]",
                      "tl.store(part_ptr + part_offs, part, mask=col_mask)"]
-        elif op in SPLITTABLE:
+        elif op in SPLITTABLE and not with_indices:
             body.append(f"res = {_COLLAPSE[_combiner(op)]}")
             body += _finish(op, node)
-        elif op in ("argmax", "argmin"):
-            fn = "max" if op == "argmax" else "min"
+        elif fold in ("argmax", "argmin"):
+            fn = "max" if fold == "argmax" else "min"
             body.append(f"best = tl.{fn}(acc, axis=0)")
             body.append("cand = tl.where(acc == best[None, :], acc_i, R)")
-            body.append("res = tl.min(cand, axis=0)")
+            if with_indices:  # the values, and where they first occur
+                body.append("res_i = tl.min(cand, axis=0)")
+                body.append("res = best")
+            else:
+                body.append("res = tl.min(cand, axis=0)")
         elif op == "logsumexp":
             body.append("safe = tl.where(run_max == float(\"-inf\"), 0.0, run_max)")
             body.append("res = safe + tl.log(run_sum)")
+        elif op in ("var", "std"):  # over max(R - correction, 0), as PyTorch divides
+            body.append(f"res = tl.sum(acc, axis=0) / tl.maximum(R - {float(node.attrs.get('correction', 1.0))!r}, 0.0)")
+            if op == "std":
+                body.append("res = tl.sqrt(res)")
         if not split:
             body += store_result()
     else:
@@ -260,16 +288,22 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # launcher
     how = ", split over R in two stages" if split else ""
     lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}{how}"]
-    pre, device, args = input_launch(program, pro if frag.prologue else None, x)
+    pre, device, args = input_launch(program, pro if frag.prologue else None, x, scalar=scalar)
     lines += pre
     lines.append(f"_O, _R, _I = math.prod(_xs[:{first}]), math.prod(_xs[{first}:{last + 1}]), math.prod(_xs[{last + 1}:])")
     dtype = "torch.int64" if op in ("argmax", "argmin") else "torch.float32"
-    out_src = _out_shape_source(op, node, first, last, rank)
+    out_src = "()" if scalar else _out_shape_source(op, node, first, last, rank)
     for o_name in outs:
         lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={dtype})")
+    if with_indices:
+        idx = program.expr(node.outputs[1])
+        lines.append(f"{idx} = torch.empty({out_src}, device={device}, dtype=torch.int64)")
+        out_params_launch = [idx]
+    else:
+        out_params_launch = []
     pre, epi_args = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
-    out_args = epi_args + outs
+    out_args = epi_args + outs + out_params_launch
     o_size_args = [f"*{outs[0]}.shape[1:]"] if len(out_shape) > 1 else []
     lines.append(f"_BI = {block_i} if _I > 1 else 1")
     if split:
