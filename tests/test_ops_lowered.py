@@ -43,6 +43,9 @@ CASES = [
     # max/min with their indices
     ("torch.max(x, 1)", "torch.randn(4, 7)", "x", ["max"]),
     ("torch.min(x, 0, keepdim=True)", "torch.randn(6, 3)", "x", ["min"]),
+    ("torch.max(x) - torch.min(x)", "torch.randn(4, 7)", "x", ["max", "min"]),  # no dim: every axis
+    # a number as the second operand of fmod and remainder
+    ("torch.fmod(x, 1.5) + torch.remainder(x, -0.75)", "torch.randn(4, 7) * 3", "x", ["fmod", "remainder, add"]),
     # 0-d reductions and softmax
     ("torch.sum(x)", "torch.randn(())", "x", ["sum"]),
     ("torch.mean(torch.exp(x) * y)", "torch.randn(()), torch.randn(())", "x, y", ["exp, mul, mean"]),

@@ -136,6 +136,18 @@ def _both_tensors(name: str):
     return m
 
 
+def _tensor_and_number(name: str):
+    """A binary operator whose second operand may be a number (`fmod(x, 2.0)`): the number is a
+    literal of the expression. Floating-point results only (on integers they round otherwise)."""
+    def m(node, values):
+        x, y = node.args[:2]
+        out = values.get(node.outputs[0])
+        if not _is_tensor(x) or out is None or "float" not in out.dtype:
+            return None
+        return (name, {}) if _is_tensor(y) or isinstance(y, (int, float)) and not isinstance(y, bool) else None
+    return m
+
+
 # -- linear algebra ---------------------------------------------------------------------------
 
 def _linear(node, values):
@@ -517,8 +529,9 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
         (k.split(".")[1], v) for k, v in _UNARY.items()) if n not in ("sgn",)},
     "prims.tanh.default": _unary("tanh"), "prims.abs.default": _unary("abs"),
     **{f"prims.{n}.default": _both_tensors(v) for n, v in (
-        ("atan2", "atan2"), ("fmod", "fmod"), ("remainder", "remainder"), ("hypot", "hypot"), ("fmax", "fmax"),
+        ("atan2", "atan2"), ("hypot", "hypot"), ("fmax", "fmax"),
         ("fmin", "fmin"), ("maximum", "maximum"), ("minimum", "minimum"))},
+    "prims.fmod.default": _tensor_and_number("fmod"), "prims.remainder.default": _tensor_and_number("remainder"),
     "prims.add.default": _arith("add", "add_scalar"), "prims.sub.default": _arith("sub", "add_scalar", sign=-1.0),
     "prims.mul.default": _arith("mul", "mul_scalar"), "prims.div.default": _prims_div,
     "prims.pow.default": _prims_pow,
@@ -552,6 +565,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},
     **{target: _both_tensors(name) for target, name in _BINARY.items()},
+    "aten.fmod.Scalar": _tensor_and_number("fmod"), "aten.remainder.Scalar": _tensor_and_number("remainder"),
     "aten.gelu.default": _gelu,
     "aten.leaky_relu.default": _leaky_relu,
     "aten.elu.default": _elu,
@@ -604,6 +618,8 @@ MATCHERS: dict[str, Callable] = {
     "aten.mean.default": _reduce("mean"),
     "aten.amax.default": _reduce("max"),
     "aten.amin.default": _reduce("min"),
+    "aten.max.default": _reduce("max"),  # no dim: over every axis, to a 0-d tensor
+    "aten.min.default": _reduce("min"),
     "aten.max.dim": _reduce("max", single_axis=True),
     "aten.min.dim": _reduce("min", single_axis=True),
     "aten.prod.dim_int": _reduce("prod", single_axis=True),
