@@ -138,13 +138,16 @@ def _both_tensors(name: str):
 
 def _tensor_and_number(name: str):
     """A binary operator whose second operand may be a number (`fmod(x, 2.0)`): the number is a
-    literal of the expression. Floating-point results only (on integers they round otherwise)."""
+    literal of the expression, for floating-point results only (a literal is a float)."""
     def m(node, values):
         x, y = node.args[:2]
-        out = values.get(node.outputs[0])
-        if not _is_tensor(x) or out is None or "float" not in out.dtype:
+        if not _is_tensor(x):
             return None
-        return (name, {}) if _is_tensor(y) or isinstance(y, (int, float)) and not isinstance(y, bool) else None
+        if _is_tensor(y):
+            return name, {}
+        out = values.get(node.outputs[0])
+        number = isinstance(y, (int, float)) and not isinstance(y, bool)
+        return (name, {}) if number and out is not None and "float" in out.dtype else None
     return m
 
 
