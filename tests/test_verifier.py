@@ -6,7 +6,7 @@ import torch
 
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
-from verifier_cases import CENTERED_MEAN, CENTERED_MEAN_F64, BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, LAUNCH, WILD_STORE_KERNEL
+from verifier_cases import CENTERED_MEAN, CENTERED_MEAN_F64, BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, src, LAUNCH, WILD_STORE_KERNEL
 
 
 def problem(source, name="p"):
@@ -303,10 +303,7 @@ def test_an_arbiter_out_of_memory_keeps_the_fp32_result_with_a_note(tmp_path, mo
     assert not results[0].passed and "no float64 arbiter (out of memory)" in results[0].note
 
 
-EVAL_BLOCK = '''
-import torch
-import torch.nn as nn
-
+EVAL_BLOCK = src("""
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -322,14 +319,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+""")
 
-EVAL_BLOCK_CANDIDATE = '''
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
+EVAL_BLOCK_CANDIDATE = src("""
 @triton.jit
 def affine_kernel(y_ptr, scale_ptr, shift_ptr, out_ptr, n, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -353,7 +345,7 @@ class ModelNew(nn.Module):
         affine_kernel[(triton.cdiv(y.numel(), 256),)](y, scale.contiguous(), shift.contiguous(), out,
                                                       y.numel(), y.shape[1], BLOCK=256)
         return out
-'''
+""")
 
 
 def test_modules_are_verified_in_the_modes_their_constructor_left():

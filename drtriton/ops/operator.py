@@ -7,6 +7,7 @@ policy import the vocabulary on their hot path. ``reference``/``build_module`` i
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence, Union
@@ -164,11 +165,16 @@ FreshFn = Callable[[random.Random, int, int, int], list]
 INPUT_NAMES = ("x", "y", "z")
 
 
+def float_source(value: float) -> str:
+    """A float as Python source: its repr, except inf and nan, whose repr is a bare name that
+    generated code does not define."""
+    return repr(value) if math.isfinite(value) else f'float("{value}")'
+
+
 def _fmt(value: Any) -> str:
     """Python source for an attribute value."""
     if isinstance(value, float):
-        # inf and nan: repr gives a bare name, which generated code would not define
-        return repr(value) if value == value and abs(value) != float("inf") else f'float("{value}")'
+        return float_source(value)
     if isinstance(value, list):
         value = tuple(value)
     return repr(value)

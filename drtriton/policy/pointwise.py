@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..capture import Node
 from ..ops import VOCABULARY
+from ..ops.operator import float_source
 from .program import Program
 
 
@@ -68,11 +69,7 @@ class IndexSpace:
 def _literal(x) -> str:
     if isinstance(x, bool):
         return "1.0" if x else "0.0"
-    if isinstance(x, float) and math.isinf(x):
-        return 'float("inf")' if x > 0 else 'float("-inf")'
-    if isinstance(x, float) and math.isnan(x):  # repr gives `nan`, a name in generated code
-        return 'float("nan")'
-    return repr(float(x)) if isinstance(x, (int, float)) else repr(x)
+    return float_source(float(x)) if isinstance(x, (int, float)) else repr(x)
 
 
 class PointwiseBlock:

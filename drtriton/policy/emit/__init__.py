@@ -118,6 +118,19 @@ def flat_blocks() -> list[str]:
             "mask = offs < n"]
 
 
+def allocate_outputs(program, outs: list[str], stores: list[str], shape: str, device: str,
+                     epilogue, rank: int) -> tuple[list[str], list[str], list[str]]:
+    """Forward lines that allocate a pointwise-shaped kernel's outputs (`outs`, the values
+    `stores`, of `shape` on `device`) and count them (`_n`); with the kernel arguments of its
+    pointwise block `epilogue` over that shape, and the output's sizes after the first (the
+    `sizes` an IndexSpace of `rank` dims reads)."""
+    lines = [f"{o} = torch.empty({shape}, device={device}, dtype={program.values[v].dtype})"
+             for o, v in zip(outs, stores)]
+    prelude, args = epilogue.launch_args(f"{outs[0]}.shape")
+    lines += prelude + [f"_n = {outs[0]}.numel()"]
+    return lines, args, [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
+
+
 def row_blocks(k: int, rank: int) -> tuple[list[str], list[Axes]]:
     """A program per (row of dims 0..k-1, block of BLOCK elements of the dims after them) over a
     contiguous output: the kernel lines declaring `row`, `cols`, `mask`, `offs` (64-bit when the

@@ -11,6 +11,8 @@ view's sizes and strides, a fill stores the constant.
 
 from __future__ import annotations
 
+from ...ops.elementwise import _TL_DTYPES
+from ...ops.operator import float_source
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, flat_blocks
 from .pytorch import render_arg
@@ -33,9 +35,7 @@ FILLS = {
 }
 
 BLOCK = 1024
-_TL = {"torch.float32": "tl.float32", "torch.float64": "tl.float64", "torch.float16": "tl.float16",
-       "torch.bfloat16": "tl.bfloat16", "torch.int64": "tl.int64", "torch.int32": "tl.int32",
-       "torch.int16": "tl.int16", "torch.int8": "tl.int8", "torch.uint8": "tl.uint8", "torch.bool": "tl.int1"}
+_TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
 
 
 def materialised(program: Program, frags: list[Fragment]) -> set[int]:
@@ -59,12 +59,17 @@ def _kind(program: Program, node) -> str | None:
     return None
 
 
-def _fill_value(node):
+def _fill_position(node) -> int | None:
+    """Where the fill value is among the allocation's arguments (None: implied by the name)."""
     value, _ = FILLS[node.target]
-    if isinstance(value, str):
-        i = int(value[3:])
-        return node.args[i] if len(node.args) > i else node.kwargs.get("fill_value", node.kwargs.get("s"))
-    return value
+    return int(value[3:]) if isinstance(value, str) else None
+
+
+def _fill_value(node):
+    i = _fill_position(node)
+    if i is None:
+        return FILLS[node.target][0]
+    return node.args[i] if len(node.args) > i else node.kwargs.get("fill_value", node.kwargs.get("s"))
 
 
 def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
@@ -95,7 +100,7 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
                  f"{'*_x.shape, *_x.stride(), ' if rank else ''}WIDE={out}.numel() > 2**30, BLOCK={BLOCK})"]
         return Emitted(["\n".join(kernel)], lines)
     value = _fill_value(node)
-    literal = repr(float(value)) if value == value and abs(value) != float("inf") else f'float("{value}")'
+    literal = float_source(float(value))
     if dtype != "tl.int1" and not dtype.startswith("tl.float"):
         literal = repr(int(value))
     elif dtype == "tl.int1":
@@ -106,8 +111,7 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
               *(f"    {line}" for line in flat_blocks()),
               f"    tl.store(out_ptr + offs, tl.full([BLOCK], {literal}, {dtype}), mask=mask)"]
     _, empty = FILLS[node.target]
-    skip = {"aten.full_like.default": 1, "aten.full.default": 1, "aten.new_full.default": 2,
-            "aten.scalar_tensor.default": 0}.get(node.target)
+    skip = _fill_position(node)
     args = [render_arg(program, a) for i, a in enumerate(node.args) if i != skip]
     if node.target == "aten.scalar_tensor.default":
         args = ["[]"] + args

@@ -22,7 +22,8 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, autotune, flat_blocks, row_blocks, stored_values
+from . import (MAX_GRID_1, WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, row_blocks,
+               stored_values)
 
 # The autotuner picks among these on the GPU; the interpreter uses the first.
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
@@ -81,13 +82,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
     ref = _shape_source(program, block.operands, shape)
-    lines = [f"# {frag.label}: Triton, one kernel"]
-    for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty({ref}, device={_device(program, frag)}, dtype={program.values[v].dtype})")
-    prelude, args = block.launch_args(f"{outs[0]}.shape")
-    lines += prelude
-    lines.append(f"_n = {outs[0]}.numel()")
-    size_args = [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
+    made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
+    lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
         grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
         counts = ["_n"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import WIDE, Emitted, Names, Unsupported, autotune, flat_blocks, stored_values
+from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, stored_values
 
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
 
@@ -237,13 +237,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    tl.store({o}_out + offs, {values[v]}, mask=mask)" for o, v in zip(outs, stores)),
     ]
     device_expr = f"{program.expr(program.inputs_of(node)[0])}.device"
-    lines = [f"# {frag.label}: Triton, one kernel", f"_shape = {src.out_shape}"]
-    for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty(_shape, device={device_expr}, dtype={program.values[v].dtype})")
-    prelude, epilogue_args = block.launch_args(f"{outs[0]}.shape")
-    lines += prelude
-    lines.append(f"_n = {outs[0]}.numel()")
-    size_args = [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
+    made, epilogue_args, size_args = allocate_outputs(program, outs, stores, "_shape", device_expr, block, rank)
+    lines = [f"# {frag.label}: Triton, one kernel", f"_shape = {src.out_shape}"] + made
     grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
     lines.append(f"{name}[{grid}]({', '.join(src.args + epilogue_args + outs + ['_n'] + size_args)}, "
                  f"WIDE=_n > {WIDE})")

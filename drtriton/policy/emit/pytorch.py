@@ -6,6 +6,7 @@ no emitter handles or where PyTorch's library kernel is the better choice (convo
 
 from __future__ import annotations
 
+from ...ops.operator import float_source
 from ..program import Fragment, Program
 from . import Emitted
 
@@ -23,10 +24,8 @@ def render_arg(program: Program, a) -> str:
         return "[" + ", ".join(render_arg(program, x) for x in a) + "]"
     if isinstance(a, str) and a.startswith("torch."):
         return a  # dtypes, devices, memory formats
-    if isinstance(a, float) and a in (float("inf"), float("-inf")):
-        return 'float("inf")' if a > 0 else 'float("-inf")'
-    if isinstance(a, float) and a != a:  # NaN: repr gives `nan`, a name in generated code
-        return 'float("nan")'
+    if isinstance(a, float):
+        return float_source(a)
     return repr(a)
 
 
