@@ -334,24 +334,111 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
 
 def _decomposition_tables() -> tuple:
     """Export's table (to Core ATen), then, for Core ATen operators we lack (upsample, addmm,
-    constant_pad_nd, grid_sampler), Inductor's."""
+    constant_pad_nd, grid_sampler), Inductor's, then our own (`store_lowerings`)."""
     from torch._decomp import decomposition_table
     from torch.export import default_decompositions
 
-    return default_decompositions(), decomposition_table
+    return default_decompositions(), decomposition_table, store_lowerings()
 
 
 def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
-    """The first decomposition the `tables` have for each operator of `ep` named in `wanted`."""
+    """The first decomposition the `tables` have for each operator of `ep` named in `wanted`
+    (one of ours only where every node of that operator admits it: `_LOWERABLE`)."""
     import torch
 
-    chosen = {}
+    chosen, refused = {}, set()
     for n in ep.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
             table = next((t for t in tables if n.target in t), None)
-            if table is not None:
+            if table is None:
+                continue
+            admits = _LOWERABLE.get(str(n.target))
+            if table is tables[-1] and admits is not None and not admits(n):
+                refused.add(n.target)
+            else:
                 chosen[n.target] = table[n.target]
-    return chosen
+    return {k: v for k, v in chosen.items() if k not in refused}
+
+
+# -- lowerings of our own: store-side operators PyTorch's tables leave whole, written with the
+# scatter and index_put the vocabulary covers (drtriton.policy.emit.scatter), as Inductor lowers them
+
+def _embedding_bag_result_only(n) -> bool:
+    """Forward reads only `_embedding_bag`'s result (F.embedding_bag drops the other three, whose
+    contents are implementation details: offset2bag, bag sizes, argmax rows)."""
+    return all(u.target is operator.getitem and u.args[1] == 0 for u in n.users)
+
+
+_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only}
+
+
+def store_lowerings() -> dict:
+    """aten operator -> a decomposition into operators the vocabulary covers:
+
+    - `_embedding_bag` (nn.EmbeddingBag, F.embedding_bag): each index's bag from the offsets (a
+      mark at every bag's start after the first, added with index_put, then a cumsum), the rows
+      looked up (embedding), weighted (per_sample_weights), then summed into their bag
+      (index_put with accumulate) or maxed (scatter_reduce amax); mean divides by the bag's
+      count (at least 1: an empty bag is 0, as in PyTorch). Rows of padding_idx, and indices past
+      the last offset with include_last_offset, go to a spare row dropped at the end.
+    - `index_reduce`: scatter_reduce with the index broadcast along the other axes.
+    - `put`: index_put on the flat tensor.
+    - `masked_scatter`: the source position of each masked element from a cumsum of the mask,
+      read with advanced indexing, chosen with `where` (Inductor's two-step algorithm)."""
+    import torch
+
+    aten = torch.ops.aten
+
+    def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                      per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+        n, dim = indices.shape[0], weight.shape[1]
+        bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+        starts = aten.slice.Tensor(offsets, 0, 1)  # offsets[0] is 0 (PyTorch checks it)
+        marks = aten.index_put.default(indices.new_zeros(n + 1, dtype=torch.int64), [starts],
+                                       indices.new_ones(starts.shape, dtype=torch.int64), True)
+        bag = aten.cumsum.default(aten.slice.Tensor(marks, 0, 0, n), 0)
+        spare = include_last_offset or padding_idx >= 0  # a row for what no bag takes
+        if padding_idx >= 0:
+            bag = torch.where(indices != padding_idx, bag, bags)
+        rows = aten.embedding.default(weight, indices)
+        if per_sample_weights is not None:
+            rows = rows * per_sample_weights.unsqueeze(1)
+        size = bags + 1 if spare else bags
+        if mode == 2:  # max: an empty bag stays 0
+            out = aten.scatter_reduce.two(weight.new_zeros(size, dim), 0, bag.unsqueeze(1).expand(n, dim), rows,
+                                          "amax", include_self=False)
+        else:
+            out = aten.index_put.default(weight.new_zeros(size, dim), [bag], rows, True)
+            if mode == 1:
+                count = aten.index_put.default(weight.new_zeros(size), [bag], weight.new_ones(n), True)
+                out = out / torch.clamp(count, min=1.0).unsqueeze(1)
+        if spare:
+            out = aten.slice.Tensor(out, 0, 0, bags)
+        # forward reads only the result (_LOWERABLE): the others are placeholders of their shapes
+        return (out, bag, offsets.new_zeros(bags), offsets.new_zeros((bags, dim) if mode == 2 else bags))
+
+    def index_reduce(self, dim, index, source, reduce, include_self=True):
+        if self.dim() == 0:
+            out = index_reduce(self.unsqueeze(0), 0, index, source.reshape(1), reduce, include_self)
+            return out.squeeze(0)
+        dim = dim % self.dim()
+        along = [-1 if d == dim else 1 for d in range(source.dim())]
+        return aten.scatter_reduce.two(self, dim, index.reshape(along).expand(source.shape), source, reduce,
+                                       include_self=include_self)
+
+    def put(self, index, source, accumulate=False):
+        flat = aten.index_put.default(self.reshape(-1), [index.reshape(-1)], source.reshape(-1), accumulate)
+        return flat.view(self.shape)
+
+    def masked_scatter(self, mask, source):
+        shape = torch.broadcast_shapes(self.shape, mask.shape)
+        keep = mask.expand(shape).reshape(-1)
+        at = aten.cumsum.default(keep, 0) - 1  # the source element of each masked position
+        picked = aten.index.Tensor(source.reshape(-1), [at])
+        return torch.where(keep, picked, self.expand(shape).reshape(-1)).view(shape)
+
+    return {aten._embedding_bag.default: embedding_bag, aten.index_reduce.default: index_reduce,
+            aten.put.default: put, aten.masked_scatter.default: masked_scatter}
 
 
 def _covered(g: Graph) -> Counter:

@@ -191,6 +191,8 @@ class Search:
 
     def _run(self) -> Iterator[Event]:
         yield Event("status", {"message": f"capturing {self.problem.class_name}"})
+        if not self.config.quick:  # the reference's torch.compile, off the first verdict's path
+            self.verifier.warm_compile(self.problem)
         try:
             graph = self.verifier.capture(self.problem, cancel=self.cancel)
         except (CaptureError, ProblemError) as e:

@@ -179,6 +179,42 @@ def test_a_constructor_that_reads_tensor_values_is_captured_on_the_cpu(cpu_verif
     assert result.correct, failures(result)
 
 
+def test_a_module_that_versions_its_state_dict_converts(cpu_verifier):
+    # torchvision's MNASNet refuses a state dict without its version metadata: the verifier's
+    # copy of the constructed state keeps it
+    _, result, _ = convert(cpu_verifier, '''
+        import torch
+        import torch.nn as nn
+
+
+        class Versioned(nn.Module):
+            _version = 2
+
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 8)
+
+            def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs):
+                if local_metadata.get("version", None) not in (1, 2):
+                    raise ValueError("version should be set to 1 or 2")
+                super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                              unexpected_keys, error_msgs)
+
+            def forward(self, x):
+                return torch.relu(self.fc(x))
+
+
+        def get_inputs():
+            return [torch.randn(4, 8)]
+
+
+        def get_init_inputs():
+            return []
+    ''', mode="strict")
+    assert result.correct, failures(result)
+
+
 LSTM = '''
 import torch
 import torch.nn as nn

@@ -28,6 +28,9 @@ def test_honest_candidates_are_correct_and_timed(gpu_verifier, kind):
     assert v.timings is not None and v.timings.candidate.median_ms > 0
     assert v.speedup_eager is not None and v.speedup_eager > 0
     assert v.triton_share is not None and v.triton_share > 0.5, v.triton_share
+    # where the time goes: the candidate's own kernels are among the heaviest of a call
+    assert set(v.kernel_ms) & set(v.triton_kernels) and all(ms > 0 for ms in v.kernel_ms.values()), v.kernel_ms
+    assert v.settings.get("compiled_ahead"), v.settings  # every kernel compiled before the first call
 
 
 @pytest.mark.parametrize("name", sorted(HACKS))

@@ -492,6 +492,52 @@ def _embedding(node, values):
     return ("embedding", {}) if len(_shape(values, a["weight"])) == 2 and _is_tensor(a["indices"]) else None
 
 
+# -- the store side: scatter and index_put (drtriton.policy.emit.scatter) ----------------------
+
+#: scatter_reduce's names for its reductions, and scatter(reduce=...)'s older ones
+_SCATTER_REDUCE = {"sum": "sum", "prod": "prod", "mean": "mean", "amax": "amax", "amin": "amin",
+                   "add": "sum", "multiply": "prod"}
+
+
+def _scatter(node, values):
+    """scatter.src / scatter.value (a number stored), scatter.reduce / scatter.value_reduce (the
+    older add / multiply), scatter_add, scatter_reduce.two (with include_self)."""
+    a = _args(node, ["input", "dim", "index", "src", "reduce"], {"reduce": None, "include_self": True})
+    if not (_is_tensor(a["input"]) and _is_tensor(a["index"])):
+        return None
+    src = a["src"]
+    if not _is_tensor(src) and (isinstance(src, bool) or not isinstance(src, (int, float))):
+        return None
+    if values[a["index"]["value"]].dtype not in ("torch.int64", "torch.int32"):
+        return None
+    if node.target == "aten.scatter_add.default":
+        reduce = "sum"
+    elif a["reduce"] is None:
+        reduce = "none"
+    else:
+        reduce = _SCATTER_REDUCE.get(a["reduce"])
+        if reduce is None:
+            return None
+    rank = len(_shape(values, a["input"]))
+    return "scatter", {"dim": int(a["dim"]) % max(rank, 1), "reduce": reduce,
+                       "include_self": bool(a["include_self"])}
+
+
+def _index_put(node, values):
+    """index_put(x, indices, values, accumulate): integer index tensors on some axes, None (a full
+    slice) on others; boolean masks select a data-dependent set, left to PyTorch."""
+    a = _args(node, ["input", "indices", "values", "accumulate"], {"accumulate": False})
+    indices = a["indices"]
+    if not _is_tensor(a["input"]) or not isinstance(indices, list) or not any(_is_tensor(i) for i in indices):
+        return None
+    if any(i is not None and (not _is_tensor(i) or values[i["value"]].dtype not in ("torch.int64", "torch.int32"))
+           for i in indices):
+        return None
+    if not (_is_tensor(a["values"]) or isinstance(a["values"], (int, float))):
+        return None
+    return "index_put", {"accumulate": bool(a["accumulate"])}
+
+
 # -- prims: what PyTorch's reference decompositions (torch._refs, in torch._decomp's table, which
 # capture uses for Core ATen operators export keeps) lower to. The same operations as their aten
 # namesakes, with plain positional arguments (a number may stand for a tensor).
@@ -555,6 +601,10 @@ MATCHERS: dict[str, Callable] = {
     "aten.embedding.default": _embedding,
     "aten.constant_pad_nd.default": _constant_pad,
     "aten.index.Tensor": _advanced_index, "aten._unsafe_index.Tensor": _advanced_index,
+    "aten.scatter.src": _scatter, "aten.scatter.value": _scatter, "aten.scatter.reduce": _scatter,
+    "aten.scatter.value_reduce": _scatter, "aten.scatter_add.default": _scatter,
+    "aten.scatter_reduce.two": _scatter,
+    "aten.index_put.default": _index_put, "aten._unsafe_index_put.default": _index_put,
     **{f"aten.{c}.{form}": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge") for form in ("Tensor", "Scalar")},
     "aten.where.self": _where, "aten.where.ScalarSelf": _where, "aten.where.ScalarOther": _where,
     "aten.where.Scalar": _where,

@@ -1,9 +1,14 @@
 """Indexing and data movement: each output element is one element of an input, found from its
-position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding).
+position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding);
+and the store side, where an index tensor says where each element of a source goes (scatter,
+scatter_add, scatter_reduce, index_put, and what lowers to them: index_add, index_copy,
+index_fill, index_reduce, put, max_unpool, EmbeddingBag).
 
 What real models are made of around their matrix products: token embeddings, the halves of a
 rotary embedding put back together, an upsampling's source pixels, a padded border, an LSTM's gates stacked over time, top-k routing. One
-Triton template serves them all (`drtriton.policy.emit.gather`). Capture maps `cat` and
+Triton template serves them all (`drtriton.policy.emit.gather`); the store side has its own
+(`drtriton.policy.emit.scatter`: the output starts as a copy of the input, then each source
+element is stored, or added / maxed / mined atomically, where its index says). Capture maps `cat` and
 `stack` of any number of tensors, and `index` with index tensors on any axes; the records
 describe the two-input forms synthesis would use. Not drawn by synthesis: their outputs repeat their inputs' values (no arithmetic).
 """
@@ -11,7 +16,8 @@ describe the two-input forms synthesis would use. Not drawn by synthesis: their 
 from __future__ import annotations
 
 from drtriton.ops.operator import Choice, Operator, Slot
-from drtriton.ops.shape import ShapeError
+from drtriton.ops.ranges import UNBOUNDED
+from drtriton.ops.shape import ShapeError, broadcast_shapes
 
 _RANKS = (1, 2, 3, 4)
 
@@ -94,11 +100,52 @@ def _index_rule(ctx, dims, attrs):
     return list(index) + list(x[1:]), ctx.mul(*index, *x[1:])
 
 
-def _op(name, slots, rule, torch_template, description, attrs, fns, methods=()):
+def _scatter_rule(ctx, dims, attrs):
+    """scatter(x, dim, index, src) and its reductions: index, x and src of one rank; the index no
+    larger than src anywhere, nor than x off `dim` (PyTorch's check); the result is x's shape."""
+    x, index, src = dims
+    ctx.require(len(index) == len(x) == len(src), "scatter: index, input and src of different ranks")
+    d = _axis(attrs["dim"], len(x))
+    for i, (a, b, c) in enumerate(zip(x, index, src)):
+        ctx.require(b <= c, f"scatter: index larger than src along dim {i}")
+        if i != d:
+            ctx.require(b <= a, f"scatter: index larger than the input along dim {i}")
+    return list(x), ctx.mul(*index)
+
+
+def _index_put_rule(ctx, dims, attrs):
+    """x[index] = values (index on the first axis; accumulate adds): values broadcast to the
+    indexed shape (index's, then x's other axes) without growing it; the result is x's shape."""
+    x, index, values = dims
+    target = list(index) + list(x[1:])
+    ctx.require(len(values) <= len(target), "index_put: values of a higher rank than the indexed shape")
+    grown = broadcast_shapes(ctx, target, values)
+    for t, g in zip(target, grown):
+        ctx.require(g == t, "index_put: values do not broadcast to the indexed shape")
+    return list(x), ctx.mul(*target)
+
+
+def _scatter_template(attrs) -> str:
+    if attrs.get("reduce", "none") == "none":
+        return "torch.scatter({x}, {dim}, {y}, {z})"
+    return "torch.scatter_reduce({x}, {dim}, {y}, {z}, {reduce}, include_self={include_self})"
+
+
+def _stored_range(ranges, attrs):
+    """What a store-side operator's output can hold: the input's and the source's values (the index
+    slot is skipped); unbounded when elements are summed or multiplied."""
+    if attrs.get("accumulate") or attrs.get("reduce") in ("sum", "prod"):
+        return UNBOUNDED
+    x, _, src = ranges
+    return (min(x[0], src[0]), max(x[1], src[1]))
+
+
+def _op(name, slots, rule, torch_template, description, attrs, fns, methods=(), value_range=None, same_rank=False):
     return Operator(name=name, category="indexing", slots=slots, rule=rule, torch_template=torch_template,
                     description=description, attrs=attrs, torch_functions=fns, tensor_methods=methods,
-                    value_range=lambda ranges, attrs: (min(r[0] for r in ranges if r), max(r[1] for r in ranges if r)),
-                    drawn=False)
+                    value_range=value_range or (
+                        lambda ranges, attrs: (min(r[0] for r in ranges if r), max(r[1] for r in ranges if r))),
+                    same_rank=same_rank, drawn=False)
 
 
 OPERATORS = (
@@ -128,4 +175,18 @@ OPERATORS = (
     _op("embedding", (Slot("input", (1, 2, 3), domain="index", index_of=(1, 0)), Slot("weight", (2,))),
         _embedding_rule, "F.embedding({x}, {y})", "rows of a table picked by token ids", (),
         ("torch.nn.functional.embedding",)),
+    # the store side (drtriton.policy.emit.scatter): captured with any dim and any index tensors
+    _op("scatter", (Slot("input", _RANKS), Slot("index", _RANKS, domain="index", index_of=(0, 0)), Slot("src", _RANKS)),
+        _scatter_rule, _scatter_template,
+        "out = x, then out[index[i][j]][j] = src[i][j] (along dim), or reduced into it (sum, mean, amax, amin, prod)",
+        (Choice("dim", (0,)), Choice(("reduce", "include_self"), (("none", True), ("sum", True), ("sum", False),
+                                                                  ("mean", True), ("mean", False), ("amax", True),
+                                                                  ("amin", False), ("prod", True)))),
+        ("torch.scatter", "torch.scatter_add", "torch.scatter_reduce"), ("scatter", "scatter_add", "scatter_reduce"),
+        value_range=_stored_range, same_rank=True),
+    _op("index_put",
+        (Slot("input", _RANKS), Slot("index", (1,), domain="index", index_of=(0, 0)), Slot("values", _RANKS)),
+        _index_put_rule, "torch.index_put({x}, ({y},), {z}, accumulate={accumulate})",
+        "out = x, then out[index] = values (broadcast), or added into it (accumulate)",
+        (Choice("accumulate", (False, True)),), ("torch.index_put",), ("index_put",), value_range=_stored_range),
 )

@@ -17,7 +17,8 @@ from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
-from .emit import attention, batchnorm, conv, copies, elementwise, gather, loss, matmul, norms, pool, pytorch, rows, scan
+from .emit import (attention, batchnorm, conv, copies, elementwise, gather, loss, matmul, norms, pool, pytorch, rows,
+                   scan, scatter)
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -48,7 +49,7 @@ EMITTERS = {
     "pool": pool,
     "scan": scan,
     "loss": loss,
-    "indexing": gather,
+    "indexing": _ByOp(gather, scatter=scatter, index_put=scatter),  # the store side: its own template
 }
 
 PYTORCH = None  # the choice "run this fragment as PyTorch"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import hashlib
 import io
 import keyword
 import re
@@ -101,9 +102,15 @@ def _shape_of(kernel: str, name: str) -> tuple:
     return tuple(out)
 
 
+_NUMBERED = re.compile(r"^(\w+_kernel)\d*$")
+
+
 def share_kernels(kernels: list[str], lines: list[str]) -> tuple[list[str], list[str]]:
     """Keep one copy of kernels that differ only in names (the repeated blocks of a network),
-    and launch it wherever the others were: Triton then compiles and tunes it once."""
+    and launch it wherever the others were: Triton then compiles and tunes it once. A kept
+    kernel is named after its content (`conv2d_relu_kernel_3fa9c2`, not the module's running
+    number), so the same kernel in a fragment's check, a plan and the next plan has the same
+    source, and Triton's on-disk cache compiles it once for all of them."""
     kept, seen, rename = [], {}, {}
     for kernel in kernels:
         found = _KERNEL_NAME.search(kernel)
@@ -117,14 +124,22 @@ def share_kernels(kernels: list[str], lines: list[str]) -> tuple[list[str], list
             kept.append(kernel)
             continue
         if shape in seen:
-            rename[name] = seen[shape]
-        else:
-            seen[shape] = name
-            kept.append(kernel)
+            rename[name] = rename.get(seen[shape], seen[shape])
+            continue
+        seen[shape] = name
+        kept.append(kernel)
+        numbered = _NUMBERED.match(name)
+        if numbered:
+            digest = hashlib.sha1(repr(shape).encode()).hexdigest()[:6]
+            rename[name] = f"{numbered.group(1)}_{digest}"
     if not rename:
         return kernels, lines
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
-    return kept, [pattern.sub(lambda m: rename[m.group(1)], line) for line in lines]
+
+    def renamed(text: str) -> str:
+        return pattern.sub(lambda m: rename[m.group(1)], text)
+
+    return [renamed(k) for k in kept], [renamed(line) for line in lines]
 
 
 def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], outputs: list[str],

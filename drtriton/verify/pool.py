@@ -218,6 +218,7 @@ class WorkerPool:
         self.transfer_dir = tempfile.mkdtemp(prefix="drtriton-transfer-", dir=shm)
         os.chmod(self.transfer_dir, 0o700)
         self._idle: list[Worker] = []
+        self._spares: list[Worker] = []  # background jobs' workers (spare())
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(self.size)
         self._reference: Worker | None = None
@@ -264,6 +265,20 @@ class WorkerPool:
                         self._idle.append(worker)
             self._slots.release()
 
+    @contextlib.contextmanager
+    def spare(self, role: str):
+        """A worker of its own for one background job (outside the candidate slots), closed
+        after it, and killed if the pool closes first."""
+        worker = self._new(role)
+        with self._lock:
+            self._spares.append(worker)
+        try:
+            yield worker
+        finally:
+            with self._lock:
+                self._spares.remove(worker)
+            worker.close()
+
     def warm(self, candidates: int | None = None) -> None:
         """Start workers ahead of need, in parallel (each takes seconds to import torch)."""
         n = min(self.size, candidates or self.size) - len(self._idle)
@@ -283,7 +298,7 @@ class WorkerPool:
     def close(self) -> None:
         self.closed = True
         with self._lock:
-            for w in self._idle:
+            for w in self._idle + self._spares:
                 w.close()
             self._idle.clear()
         if self._reference is not None:

@@ -120,6 +120,8 @@ class Verdict:
     triton_kernels: list[str] = field(default_factory=list)  # launched during forward
     pytorch_ops: dict[str, int] = field(default_factory=dict)  # PyTorch compute ops in forward
     triton_share: float | None = None  # share of device time in Triton kernels (GPU only)
+    # where one call's device time goes: the heaviest kernels (Triton's and the library's), ms
+    kernel_ms: dict[str, float] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)  # noteworthy but not disqualifying
     timings: Timings | None = None
     speedup_eager: float | None = None

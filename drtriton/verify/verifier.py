@@ -40,6 +40,7 @@ ALONE_BYTES = 2 << 30
 QUICK_TIMING_TRIALS = 30
 COMPILE_S_PER_CONFIG = 3.0  # Triton compiles a kernel configuration in about a second on an H100 host
 IMPLAUSIBLE_SPEEDUP = 10.0
+KERNELS_REPORTED = 12  # the heaviest kernels of a timed call, in the verdict
 # PyTorch's GPU kernels that only allocate, fill or copy (what strict mode allows besides Triton)
 LAYOUT_KERNEL = re.compile(r"Memcpy|Memset|FillFunctor|fill_kernel|direct_copy_kernel|elementwise_kernel_with_index")
 
@@ -103,6 +104,23 @@ class _NeedsGpuAlone(Exception):
     """The problem turned out too large to share the GPU's memory: start the check again alone."""
 
 
+class _WarmUp:
+    """A torch.compile warm-up (Verifier.warm_compile): whoever claims it first compiles: the
+    warm-up once it holds its locks, or the problem's first timed check, which then finds
+    it called off. A check that loses the claim waits for `done`."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.outcome = "pending"  # compiled | called off | skipped | failed, with why
+        self._lock = threading.Lock()
+        self._claimed = False
+
+    def claim(self) -> bool:
+        with self._lock:
+            first, self._claimed = not self._claimed, True
+            return first
+
+
 class Verifier:
     """Reusable: keep one per process (the editor, a search, an RL reward pool) and call
     `verify` from as many threads as there are workers."""
@@ -119,6 +137,8 @@ class Verifier:
         self._alone: set[str] = set()  # keys of problems checked with the GPU's memory alone
         self.init_seed = secrets.randbits(31)  # parameters; secret like the input seeds
         self.background = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="drtriton-ref")
+        self._warmups: dict[str, _WarmUp] = {}  # problem key -> its torch.compile warm-up
+        self._warmers = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="drtriton-warm")
 
     @property
     def cuda(self) -> bool:
@@ -133,6 +153,7 @@ class Verifier:
 
     def close(self) -> None:
         self.background.shutdown(wait=False, cancel_futures=True)
+        self._warmers.shutdown(wait=False, cancel_futures=True)
         self.pool.close()
 
     def __enter__(self):
@@ -225,6 +246,48 @@ class Verifier:
             raise CaptureError(reply.get("error", "capture failed"))
         return Graph.from_dict(reply["graph"])
 
+    def warm_compile(self, problem: Problem) -> None:
+        """Start compiling `problem`'s module with torch.compile now, in a worker of its own,
+        once per problem (CUDA only: nothing is timed elsewhere). The first full check's timing
+        then finds Inductor's caches warm: for a whole network that is tens of seconds off the
+        path to the first verdict, spent while the search captures and checks its first plan."""
+        if not self.cuda or problem.key in self._warmups:
+            return
+        warm = self._warmups[problem.key] = _WarmUp()
+        self._warmers.submit(self._warm_compile, problem, warm)
+
+    def _warm_compile(self, problem: Problem, warm: "_WarmUp") -> None:
+        try:
+            with self.pool.spare("compile") as worker:  # starts while the reference is prepared
+                prep = _Check(self, problem, None, lambda _m: None).prepare()  # the checks' training flag
+                if problem.key in self._alone or prep["input_bytes"] + prep["output_bytes"] >= ALONE_BYTES:
+                    warm.outcome = "skipped: a large problem holds the GPU's memory alone"
+                    return
+                with self._memory(False), self.gpu.shared():
+                    if not warm.claim():
+                        return  # a check began compiling first
+                    reply = worker.call({"op": "warm_compile", "problem": problem.to_dict(),
+                                         "init_seed": self.init_seed, "training": prep["training"],
+                                         "seed": secrets.randbits(62)}, self.config.compile_timeout_s)
+                    warm.outcome = "compiled" if reply.get("ok") else f"failed: {reply.get('error')}"
+        except Exception as e:  # only a warm-up: the timed check compiles and reports for itself
+            warm.outcome = f"failed: {type(e).__name__}: {e}"
+        finally:
+            warm.done.set()
+
+    def wait_warm_compile(self, key: str) -> None:
+        """Before a check compiles the reference itself: wait for a warm-up of this problem
+        that is compiling (beside it, the same work would be done twice), or call off one that
+        has not begun (it may be queued on a lock this check holds)."""
+        warm = self._warmups.get(key)
+        if warm is None:
+            return
+        if warm.claim():
+            warm.outcome = "called off: a check compiles first"
+            warm.done.set()  # later checks need not wait for it
+        else:
+            warm.done.wait(self.config.compile_timeout_s)
+
     def settings(self) -> dict:
         c = self.config
         return {
@@ -304,6 +367,8 @@ class _Check:
                 "mode": self.mode, "kernels": report.kernels,
             }, timeout=self.config.compile_timeout_s)
             v.settings["parameters"] = loaded["parameters"]
+            if loaded.get("compiled_ahead") is not None:  # kernels compiled before the first call
+                v.settings["compiled_ahead"] = loaded["compiled_ahead"] or "every kernel"
             self.phase_done("load")
             # The first call (and the first at other shapes) compiles and tunes every kernel
             # configuration: a whole network's dozens take minutes, which is not a hang
@@ -474,6 +539,8 @@ class _Check:
 
     def time(self, prep: dict) -> None:
         c, v = self.config, self.verdict
+        if not self.quick:
+            self.verifier.wait_warm_compile(self.problem.key)
         with self.verifier.gpu.shared():
             self.candidate_call({"op": "prepare_timing", "seed": secrets.randbits(62), "compile": not self.quick},
                                 timeout=c.compile_timeout_s)
@@ -491,6 +558,8 @@ class _Check:
                            f"({cand.median_ms:.3f} ms): work outside the timed stream?")
         v.timings = timings
         v.triton_share = t["triton_share"]
+        heaviest = sorted(t["kernel_ms"].items(), key=lambda kv: -kv[1])[:KERNELS_REPORTED]
+        v.kernel_ms = {name[:120]: round(ms, 4) for name, ms in heaviest}
         v.speedup_eager = timings.eager.median_ms / cand.median_ms
         if timings.compiled:
             v.speedup_compile = timings.compiled.median_ms / cand.median_ms

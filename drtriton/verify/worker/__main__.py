@@ -30,7 +30,7 @@ def main() -> None:
 
     import torch  # noqa: F401  (after the sandbox: nothing untrusted has run yet)
 
-    if role == "reference":
+    if role in ("reference", "compile"):  # compile: torch.compile warm-ups (the user's own module)
         from .harness import ReferenceHarness
 
         harness = ReferenceHarness(settings)

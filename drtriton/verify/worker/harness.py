@@ -21,7 +21,7 @@ import torch
 
 from ..compare import compare, compare_with_exact, is_near_miss
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel
-from . import transfer
+from . import parallel_compile, transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, python_thread_count
 from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
 
@@ -44,6 +44,16 @@ def _set_precision() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
+
+
+def compile_reference(runtime: ProblemRuntime, seed: int):
+    """The reference module under torch.compile (Inductor, default mode), compiled by one call."""
+    inputs, _ = runtime.make_inputs(seed)
+    compiled = torch.compile(runtime.model)
+    with torch.no_grad():
+        compiled(*inputs)
+    _sync(runtime.device)
+    return compiled
 
 
 def _output_specs(outputs: list[torch.Tensor]) -> list[dict]:
@@ -365,6 +375,18 @@ class ReferenceHarness:
             return None, "the reference draws random numbers"
         return [t.detach() for t in flat], ""
 
+    def op_warm_compile(self, req: dict) -> dict:
+        """torch.compile the problem's module once, in a worker of its own, while the search
+        works: Inductor's on-disk caches (shared by every worker) then make the compile in
+        the first timed check take seconds instead of tens of seconds (a whole network)."""
+        runtime = ProblemRuntime(req["problem"], self.settings["device"], self.settings["scratch"],
+                                 req["init_seed"], training=req["training"])
+        try:
+            compile_reference(runtime, req["seed"])
+        except Exception as e:  # the timed check will say so; nothing to keep here
+            return {"ok": False, "kind": "compile", "error": f"torch.compile failed: {describe_error(e)}"}
+        return {"ok": True}
+
     def op_release(self, req: dict) -> dict:
         """Forget the reference outputs of a trial that will not be compared."""
         self.outputs.pop((req["key"], req["seed"]), None)
@@ -386,6 +408,8 @@ class CandidateHarness:
         _set_precision()
         import torch._dynamo  # noqa: F401  (it rewraps torch.manual_seed & co. on first import)
 
+        if self.device == "cuda":  # inside the recorder's wrapper: its compile threads run "in a launch"
+            parallel_compile.install()
         self.recorder = LaunchRecorder()
         self.recorder.install()
         self.patches = PatchDetector()  # after the recorder: its wrappers are the originals now
@@ -503,11 +527,33 @@ class CandidateHarness:
             except Exception as e:
                 raise self._candidate_error(e)
         self.candidate = candidate
+        self.candidate_source = (req["source"], req["class_name"])
+        stopped = None
+        if self.device == "cuda":  # every kernel compiled at once, before the first call
+            stopped = self._compile_ahead(self.runtime.make_inputs(0, fingerprinted=False)[0])
         return {
             "ok": True,
             "parameters": "state_dict" if same_keys and reference_state else "same seed",
             "state_keys_match": same_keys,
+            "compiled_ahead": stopped,  # None: not tried; "": the whole forward; else where it stopped
         }
+
+    def _compile_ahead(self, inputs: list) -> str:
+        """Compile the candidate's kernels for `inputs` at once (parallel_compile.compile_ahead)
+        with a copy of its class from a second import of its source, built on the meta device
+        in the reference's modes: state the candidate keeps, in itself or its module, is not
+        touched by a call it never sees."""
+        source, class_name = self.candidate_source
+
+        def build():
+            module = import_source(source, f"drtriton_candidate_{self.loads}_ahead", self.settings["scratch"])
+            with torch.device("meta"):
+                copy = getattr(module, class_name)(*self.runtime.init_args)
+            self.runtime.match_modes(copy)
+            return copy
+
+        with self._armed():
+            return parallel_compile.compile_ahead(build, inputs)
 
     def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None):
         self.recorder.begin_call()
@@ -533,6 +579,8 @@ class CandidateHarness:
             if isinstance(made, str):
                 raise ProblemFault("no second input configuration")
             inputs, fp = made[0], made[1]
+            if self.device == "cuda":  # new sizes may mean new specialisations: compiled at once
+                self._compile_ahead(inputs)
         else:
             inputs, fp = self.runtime.make_inputs(req["seed"])
             if req.get("reuse_buffers"):
@@ -576,13 +624,8 @@ class CandidateHarness:
     def op_prepare_timing(self, req: dict) -> dict:
         """Compile the reference with torch.compile once per problem (slow; its own timeout)."""
         if self.compiled is None and req.get("compile", True):
-            inputs, _ = self.runtime.make_inputs(req["seed"])
             try:
-                compiled = torch.compile(self.runtime.model)
-                with torch.no_grad():
-                    compiled(*inputs)
-                _sync(self.device)
-                self.compiled, self.compile_note = compiled, ""
+                self.compiled, self.compile_note = compile_reference(self.runtime, req["seed"]), ""
             except Exception as e:
                 self.compiled, self.compile_note = False, f"torch.compile failed: {describe_error(e)}"
         if self.bandwidth is None:
@@ -647,7 +690,8 @@ class CandidateHarness:
         raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
-        kernels = kernel_times(lambda: run_candidate(profiled), calls=PROFILED_CALLS)
+        kernels = {name: ms / PROFILED_CALLS  # device time per call
+                   for name, ms in kernel_times(lambda: run_candidate(profiled), calls=PROFILED_CALLS).items()}
         self.last_inputs = profiled  # seen by the candidate: the re-checks write new values into these
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))

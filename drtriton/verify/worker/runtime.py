@@ -14,6 +14,7 @@ import os
 import random
 import secrets
 import sys
+from collections import OrderedDict
 
 import torch
 
@@ -85,6 +86,16 @@ def move(value, device: str):
     return value.to(device) if isinstance(value, torch.Tensor) else value
 
 
+def _copy_state(state: dict) -> dict:
+    """A detached copy of a state dict that keeps its per-module metadata: modules that version
+    their state (torchvision's MNASNet) refuse to load one without."""
+    copy = OrderedDict((k, v.detach().clone()) for k, v in state.items())
+    copy._metadata = getattr(state, "_metadata", None)  # type: ignore[attr-defined]
+    if copy._metadata is None:
+        del copy._metadata
+    return copy
+
+
 class ProblemRuntime:
     """The problem's module, its reference model (seeded, on `device`) and its input maker."""
 
@@ -106,7 +117,7 @@ class ProblemRuntime:
             self.model.train(training)
         # As constructed: forward calls in training mode move buffers (batch-norm statistics),
         # and every candidate must start from the same state as the reference.
-        self.initial_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.initial_state = _copy_state(self.model.state_dict())
         self.initial_fingerprint = fingerprint(list(self.initial_state.values())) if device != "meta" else ""
 
     def _init_args(self) -> list:

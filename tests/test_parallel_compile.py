@@ -1,0 +1,117 @@
+"""The GPU worker compiles an autotuned kernel's configurations on a thread pool before the
+autotuner benchmarks them (drtriton/verify/worker/parallel_compile.py). Tuning itself needs a
+GPU (tests/test_verifier_gpu.py verifies autotuned candidates through it); here, what the CPU
+can show: the pool's threads all exist before any candidate runs (the sandbox counts threads
+across a candidate's calls), the wrapper leaves single-configuration kernels alone, and it
+tunes only keys the autotuner has not chosen for."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import torch
+
+from drtriton.verify.worker.parallel_compile import _untuned
+
+SCRIPT = r'''
+import _thread, torch, triton, triton.language as tl
+from drtriton.verify.worker import parallel_compile
+before = _thread._count()
+assert parallel_compile.install(3) and parallel_compile.install(3)  # once
+started = _thread._count()
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32})], key=["n"])
+@triton.jit
+def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.load(x_ptr + o, mask=o < n) * 2, mask=o < n)
+
+x = torch.randn(100)
+y = torch.empty_like(x)
+double[lambda m: (triton.cdiv(100, m["BLOCK"]),)](x, y, 100)
+print(started - before, _thread._count() - started, torch.equal(y, x * 2))
+'''
+
+
+def test_threads_start_at_install_and_one_configuration_runs_as_before():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120,
+                         env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["3", "0", "True"]
+
+
+def test_only_an_untuned_key_is_compiled_ahead():
+    x = torch.zeros(4, dtype=torch.float32)
+    tuner = SimpleNamespace(arg_names=["x_ptr", "n", "m"], keys=["n"], cache={})
+    assert _untuned(tuner, (x, 64, 3), {})
+    tuner.cache[(64, "torch.float32")] = "a config"
+    assert not _untuned(tuner, (x, 64, 3), {"grid": (1,)})
+    assert _untuned(tuner, (x, 128, 3), {})  # another size: tuned again
+
+
+CACHING = """
+import torch
+import torch.nn as nn
+
+_CACHE = []
+
+
+class Caching(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)  # training mode: a real call would move its statistics
+
+    def forward(self, x):
+        _CACHE.append(x.shape)
+        return self.bn(x) * 2
+"""
+
+
+def _build_from_own_import(tmp_path, name):
+    from drtriton.verify.worker.runtime import import_source
+
+    def build():
+        with torch.device("meta"):
+            return import_source(CACHING, name, str(tmp_path)).Caching()
+    return build
+
+
+def test_compiling_ahead_runs_its_own_copy_on_the_meta_device_and_touches_nothing_real(tmp_path):
+    from triton.runtime.jit import KernelInterface
+
+    from drtriton.verify.worker.parallel_compile import compile_ahead
+    from drtriton.verify.worker.runtime import import_source
+
+    launch = KernelInterface.__getitem__
+    real_module = import_source(CACHING, "caching_real", str(tmp_path))
+    model = real_module.Caching()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    assert compile_ahead(_build_from_own_import(tmp_path, "caching_ahead"), [torch.randn(8, 4)]) == ""
+    assert real_module._CACHE == []  # the module's globals: untouched (row 5's cache stays empty)
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert KernelInterface.__getitem__ is launch  # launches are launches again
+
+
+class _ReadsAValue(torch.nn.Module):
+    def forward(self, x):
+        return x[: int(x.sum().item()) % 3 + 1]
+
+
+def test_a_forward_that_reads_a_value_stops_compiling_ahead_with_the_reason():
+    from drtriton.verify.worker.parallel_compile import compile_ahead
+
+    def build():
+        with torch.device("meta"):
+            return _ReadsAValue()
+
+    stopped = compile_ahead(build, [torch.randn(8, 4)])
+    assert stopped.startswith("RuntimeError") and "meta" in stopped, stopped
+
+
+def test_a_constructor_that_cannot_run_on_meta_is_reported():
+    from drtriton.verify.worker.parallel_compile import compile_ahead
+
+    def build():
+        raise ValueError("reads a tensor value")
+
+    assert compile_ahead(build, []).startswith("no copy on the meta device (ValueError")
