@@ -208,19 +208,19 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
     if "median_search_s" in summary:
         lines.append(f"\nSearch time per problem: median {summary['median_search_s']:.1f} s, "
                      f"total {summary['total_search_s']:.0f} s.")
-    lines += ["", "| problem | status | vs eager | vs compile | Triton share | s | plan or reason |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "| problem | status | vs eager | vs compile | Triton share | GPU busy | s | plan or reason |",
+              "|---|---|---|---|---|---|---|---|"]
     for e in entries:
         v = e.verdict
         if v is None:
             why = e.reason or "no candidate file"
-            lines.append(f"| {e.problem.name} | missing | - | - | - | - | {why.replace('|', '/')[:160]} |")
+            lines.append(f"| {e.problem.name} | missing | - | - | - | - | - | {why.replace('|', '/')[:160]} |")
             continue
         reason = (v.reasons[0] if v.reasons else e.plan or "; ".join(v.flags)).replace("|", "/")[:160]
         seconds = e.search_s if e.search_s is not None else v.elapsed_s
         lines.append(f"| {e.problem.name} | {e.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
                      f"{_fmt(v.speedup_compile, '.2f', 'x')} | {_fmt(v.triton_share, '.0%')} | "
-                     f"{seconds:.1f} | {reason} |")
+                     f"{_fmt(v.gpu_busy, '.0%')} | {seconds:.1f} | {reason} |")
     return "\n".join(lines) + "\n"
 
 

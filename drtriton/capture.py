@@ -117,19 +117,14 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     with `.item()` traces as the constant it was (the verifier then checks that it holds)."""
     import inspect
 
-    import torch
-
-    if reads is None:
-        ep = _export(model, inputs)
-    else:
-        with _Replay(reads):
-            ep = _export(model, inputs)
-    inline_context_regions(ep.graph_module)
-    ep = _through_vmap(ep)
-    graph = _convert(ep)
-    lowered = _decompose_uncovered(ep, graph)
-    if lowered is not None:
-        graph = lowered
+    graph = None
+    if _batch_of_one(inputs):  # export would pin a leading size of 1: trace it size-obliviously
+        try:
+            graph = _trace(model, inputs, reads, oblivious=True)
+        except Exception:  # a module that needs the size pinned: traced as before
+            graph = None
+    if graph is None:
+        graph = _trace(model, inputs, reads)
     for v in graph.values.values():
         if v.kind in ("param", "buffer") and v.fqn:
             v.access = access_path(model, v.fqn)
@@ -138,6 +133,36 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     params = [p.name for p in inspect.signature(model.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     return _rename_inputs(graph, dict(zip(graph.inputs, params)))
+
+
+def _batch_of_one(inputs: list) -> bool:
+    """Whether some tensor input has a leading (batch) size of 1, which torch.export pins
+    ("0/1 specialization") unless sizes are traced size-obliviously."""
+    import torch
+
+    return any(isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1 for x in inputs)
+
+
+def _trace(model, inputs: list, reads: list | None, oblivious: bool = False) -> Graph:
+    """Export (`reads` replayed), inline, and lower what the vocabulary lacks. `oblivious`: with
+    `backed_size_oblivious`, so a leading size of 1 stays symbolic like any other (a module
+    converted at batch 1 then takes other batch sizes); export fails where the module needs the
+    size pinned, and the caller traces again without it."""
+    import contextlib
+
+    import torch.fx.experimental._config as fx_config
+
+    with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
+        if reads is None:
+            ep = _export(model, inputs, static_fallback=not oblivious)
+        else:
+            with _Replay(reads):
+                ep = _export(model, inputs, static_fallback=not oblivious)
+        inline_context_regions(ep.graph_module)
+        ep = _through_vmap(ep)
+        graph = _convert(ep)
+        lowered = _decompose_uncovered(ep, graph)
+    return graph if lowered is None else lowered
 
 
 def _tensor_reads() -> set:
@@ -197,10 +222,11 @@ def _Replay(reads: list):
     return Replay()
 
 
-def _export(model, inputs: list):
+def _export(model, inputs: list, static_fallback: bool = True):
     """torch.export with the leading (batch) dimension of every tensor input symbolic where the
     module allows it, so sizes derived from it (views, `zeros(B, ...)`) stay expressions and the
-    converted module takes other batch sizes; fully static when that fails."""
+    converted module takes other batch sizes; fully static when that fails (unless not
+    `static_fallback`: then the error)."""
     import torch
     from torch.export import Dim
 
@@ -208,7 +234,8 @@ def _export(model, inputs: list):
     try:
         return torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
     except Exception:
-        pass
+        if not static_fallback:
+            raise
     try:
         return torch.export.export(model, tuple(inputs), strict=False)
     except Exception as e:  # data-dependent control flow, unsupported Python, ...

@@ -189,6 +189,14 @@ def markdown(report: Report) -> str:
             out.append(f"- Triton kernels: {', '.join(v.triton_kernels)}")
         if v.triton_share is not None:
             out.append(f"- Share of GPU time in Triton: {v.triton_share:.0%}")
+        if v.gpu_busy is not None:
+            line = (f"- GPU busy {v.gpu_busy:.0%} of a call ({v.kernels_total_ms:.3f} ms in kernels of "
+                    f"{t.candidate.median_ms:.3f} ms)")
+            out.append(line + (": the rest is host work between kernels (the launches' Python)"
+                               if v.host_bound else ""))
+        if v.kernel_ms:
+            out.append("- Heaviest kernels (ms a call): "
+                       + ", ".join(f"{_cell(k)} {ms:.3f}" for k, ms in list(v.kernel_ms.items())[:6]))
         if v.pytorch_ops:
             out.append("- PyTorch ops in forward: " + ", ".join(f"{k} x{n}" for k, n in sorted(v.pytorch_ops.items())))
         for fallback in getattr(result, "fallbacks", None) or []:

@@ -1,17 +1,15 @@
-"""The GPU worker compiles an autotuned kernel's configurations on a thread pool before the
-autotuner benchmarks them (drtriton/verify/worker/parallel_compile.py). Tuning itself needs a
-GPU (tests/test_verifier_gpu.py verifies autotuned candidates through it); here, what the CPU
-can show: the pool's threads all exist before any candidate runs (the sandbox counts threads
-across a candidate's calls), the wrapper leaves single-configuration kernels alone, and it
-tunes only keys the autotuner has not chosen for."""
+"""The GPU worker compiles a candidate's kernels on a thread pool (drtriton/verify/worker/
+parallel_compile.py): every kernel ahead of the first call, by a forward of its own copy on the
+meta device, and an autotuned kernel's configurations before its first tuning. Tuning itself
+needs a GPU (tests/test_verifier_gpu.py verifies autotuned candidates through all of it); here,
+what the CPU can show: the pool's threads all exist before any candidate runs (the sandbox counts
+threads across a candidate's calls), single-configuration kernels run as before, the ahead pass
+touches nothing real, and no launch launches while it runs."""
 
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import torch
-
-from drtriton.verify.worker.parallel_compile import _untuned
 
 SCRIPT = r'''
 import _thread, torch, triton, triton.language as tl
@@ -38,15 +36,6 @@ def test_threads_start_at_install_and_one_configuration_runs_as_before():
                          env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["3", "0", "True"]
-
-
-def test_only_an_untuned_key_is_compiled_ahead():
-    x = torch.zeros(4, dtype=torch.float32)
-    tuner = SimpleNamespace(arg_names=["x_ptr", "n", "m"], keys=["n"], cache={})
-    assert _untuned(tuner, (x, 64, 3), {})
-    tuner.cache[(64, "torch.float32")] = "a config"
-    assert not _untuned(tuner, (x, 64, 3), {"grid": (1,)})
-    assert _untuned(tuner, (x, 128, 3), {})  # another size: tuned again
 
 
 CACHING = """
@@ -115,3 +104,42 @@ def test_a_constructor_that_cannot_run_on_meta_is_reported():
         raise ValueError("reads a tensor value")
 
     assert compile_ahead(build, []).startswith("no copy on the meta device (ValueError")
+
+
+def test_no_way_to_a_launch_launches_while_compiling_ahead(monkeypatch):
+    # a launch on meta tensors would fault the CUDA context: launchers bound in the constructor
+    # and direct `.run(warmup=False)` calls compile only, like `kernel[grid](...)`
+    import triton
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    from drtriton.verify.worker.parallel_compile import compile_ahead
+
+    seen = []
+
+    def stub(kernel, *args, grid=None, warmup=False, **kwargs):
+        seen.append(warmup)
+
+    monkeypatch.setattr(JITFunction, "run", stub)
+
+    @triton.jit
+    def touch(x_ptr):
+        tl.store(x_ptr, 1.0)
+
+    class Bound(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.launch = touch[(1,)]
+
+        def forward(self, x):
+            self.launch(x)
+            touch.run(x, grid=(1,), warmup=False)
+            return x
+
+    def build():
+        with torch.device("meta"):
+            return Bound()
+
+    assert compile_ahead(build, [torch.zeros(4)]) == ""
+    assert seen == [True, True]
+    assert JITFunction.run is stub  # restored

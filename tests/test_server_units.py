@@ -420,6 +420,21 @@ def test_the_verdict_reads_like_the_issue_says():
         assert part in md, (part, md)
 
 
+def test_the_report_says_where_a_calls_time_goes():
+    v = _gpu_verdict()
+    v.kernel_ms, v.kernels_total_ms = {"linear_relu_kernel": 0.09, "void at::native::fill": 0.002}, 0.092
+    assert abs(v.gpu_busy - 0.92) < 1e-9 and not v.host_bound
+    md = markdown(Report("u", "Block", 1, state=DONE, result=_Result(v)))
+    assert "GPU busy 92% of a call (0.092 ms in kernels of 0.100 ms)\n" in md, md
+    assert "Heaviest kernels (ms a call): linear_relu_kernel 0.090, void at::native::fill 0.002" in md
+    v.kernels_total_ms = 0.02  # kernels of 20 us in a 100 us call: the launches' Python sets the pace
+    assert v.host_bound and "the rest is host work between kernels" in markdown(Report("u", "Block", 1, state=DONE,
+                                                                                        result=_Result(v)))
+    v.kernels_total_ms = None  # older verdicts, or no GPU: nothing said
+    assert v.gpu_busy is None and not v.host_bound and "GPU busy" not in markdown(Report("u", "B", 1, state=DONE,
+                                                                                        result=_Result(v)))
+
+
 def test_failures_warnings_and_states():
     from drtriton.verify import Verdict
 

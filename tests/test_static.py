@@ -47,6 +47,11 @@ REFUSED = {
     "_C through an alias": ("return torch.nn.functional.torch._C._nn.gelu(x)", "._C"),
     "getattr as a value": ("g = getattr\nreturn g(torch, '_' + 'C')", "passes getattr around"),
     "attrgetter": ("import operator\nreturn operator.attrgetter('_C')(torch)", "computed names"),
+    # Triton's on-disk cache serves every check's compiles (and torch.compile's): nothing planted
+    "triton cache": ("triton.runtime.cache.get_cache_manager('k').put(b'', 'k.cubin')\nreturn x",
+                     "compiled-kernel cache"),
+    "triton cache import": ("from triton.runtime.cache import get_cache_manager\nreturn x", "compiled-kernel cache"),
+    "triton compiler": ("import triton.compiler\nreturn x", "Triton compiles the kernels itself"),
 }
 
 

@@ -246,3 +246,22 @@ def test_the_float64_arbiter_runs_on_the_second_configuration(tmp_path):
     fp32 = harness.outputs.pop(("k", 3))[0]
     exact, why = harness._exact_outputs("k", 3, 1, other_shapes=True)
     assert why == "" and exact[0].dtype == torch.float64 and exact[0].shape == fp32.shape == (4,)
+
+
+def test_a_reference_that_breaks_on_the_second_configuration_means_none(tmp_path, monkeypatch):
+    # On the GPU an index the new sizes put out of range is a device-side assert, raised at the
+    # sync after the forward (EmbeddingBag's offsets into its halved indices): the check goes on
+    # without that configuration instead of ending with "the problem cannot be checked"
+    from drtriton.verify.worker.harness import ReferenceHarness
+
+    harness = ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    harness.op_prepare({"key": "k", "problem": problem(RELU, "k").to_dict(), "device": "cpu",
+                        "init_seed": 1, "training": False, "probe_seed": 2})
+
+    def device_assert(runtime, inputs):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+
+    monkeypatch.setattr(harness, "_forward", device_assert)
+    reply = harness.op_reference({"key": "k", "seed": 3, "other_shapes": True})
+    assert reply["ok"] and reply["skipped"].startswith("the reference fails with a leading dimension of 32 instead of 64")
+    assert ("k", 3) not in harness.outputs

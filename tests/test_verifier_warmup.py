@@ -53,3 +53,16 @@ def test_the_warm_up_compiles_in_its_own_worker(cpu_verifier):
     assert warm.done.is_set()
     assert warm.outcome == "compiled", warm.outcome
     assert not cpu_verifier.pool._spares  # its worker is gone
+
+
+def test_a_cancelled_check_stops_waiting_for_a_warm_up(cpu_verifier):
+    import time
+
+    key = "warmup-cancelled"
+    warm = cpu_verifier._warmups[key] = _WarmUp()
+    assert warm.claim()  # compiling, and it will not end soon
+    cancel = threading.Event()
+    cancel.set()
+    t0 = time.monotonic()
+    cpu_verifier.wait_warm_compile(key, cancel)
+    assert time.monotonic() - t0 < 2 and not warm.done.is_set()

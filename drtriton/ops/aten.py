@@ -358,6 +358,50 @@ def _scan(name: str):
     return m
 
 
+# -- order statistics (drtriton.policy.emit.sort); argsort and msort lower to sort ----------------
+
+def _axis_of(values, a) -> int:
+    return int(a["dim"]) % max(len(_shape(values, a["input"])), 1)
+
+
+def _sort(node, values):
+    """sort.default(x, dim, descending) and sort.stable(x, *, stable, dim, descending)."""
+    a = _args(node, ["input", "dim", "descending"], {"dim": -1, "descending": False, "stable": False})
+    if not _is_tensor(a["input"]):
+        return None
+    return "sort", {"dim": _axis_of(values, a), "descending": bool(a["descending"]), "stable": bool(a["stable"])}
+
+
+def _topk(node, values):
+    """topk(x, k, dim, largest, sorted): sorted=False leaves the order to the kernel PyTorch picks."""
+    a = _args(node, ["input", "k", "dim", "largest", "sorted"], {"dim": -1, "largest": True, "sorted": True})
+    if not a["sorted"] or not isinstance(a["k"], int) or isinstance(a["k"], bool):
+        return None
+    return "topk", {"k": a["k"], "dim": _axis_of(values, a), "largest": bool(a["largest"])}
+
+
+def _kthvalue(node, values):
+    a = _args(node, ["input", "k", "dim", "keepdim"], {"dim": -1, "keepdim": False})
+    if not isinstance(a["k"], int) or isinstance(a["k"], bool):
+        return None
+    return "kthvalue", {"k": a["k"], "dim": _axis_of(values, a), "keepdim": bool(a["keepdim"])}
+
+
+def _median(name: str):
+    """median / nanmedian: .dim (values and indices) or .default (of all elements, a 0-d value)."""
+    def m(node, values):
+        if node.target.endswith(".default"):
+            return name, {"dim": None, "keepdim": False}
+        a = _args(node, ["input", "dim", "keepdim"], {"keepdim": False})
+        return name, {"dim": _axis_of(values, a), "keepdim": bool(a["keepdim"])}
+    return m
+
+
+def _mode(node, values):
+    a = _args(node, ["input", "dim", "keepdim"], {"dim": -1, "keepdim": False})
+    return "mode", {"dim": _axis_of(values, a), "keepdim": bool(a["keepdim"])}
+
+
 # -- losses -----------------------------------------------------------------------------------
 
 def _pointwise_loss(name: str, extra: list[str], defaults: dict):
@@ -650,6 +694,11 @@ MATCHERS: dict[str, Callable] = {
     "aten.max_pool1d.default": _max_pool("max_pool1d", 1),
     "aten.max_pool2d.default": _max_pool("max_pool2d", 2),
     "aten.max_pool3d.default": _max_pool("max_pool3d", 3),
+    # return_indices=True: (values, where each maximum is in its input plane); the pool template
+    # computes both (its tuple result's parts are the node's outputs, as for max.dim)
+    "aten.max_pool1d_with_indices.default": _max_pool("max_pool1d", 1),
+    "aten.max_pool2d_with_indices.default": _max_pool("max_pool2d", 2),
+    "aten.max_pool3d_with_indices.default": _max_pool("max_pool3d", 3),
     "aten.avg_pool1d.default": _avg_pool("avg_pool1d", 1),
     "aten.avg_pool2d.default": _avg_pool("avg_pool2d", 2),
     "aten.avg_pool3d.default": _avg_pool("avg_pool3d", 3),
@@ -685,6 +734,10 @@ MATCHERS: dict[str, Callable] = {
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.cumsum.default": _scan("cumsum"),
     "aten.cumprod.default": _scan("cumprod"),
+    "aten.sort.default": _sort, "aten.sort.stable": _sort, "aten.topk.default": _topk,
+    "aten.kthvalue.default": _kthvalue, "aten.median.default": _median("median"), "aten.median.dim": _median("median"),
+    "aten.nanmedian.default": _median("nanmedian"), "aten.nanmedian.dim": _median("nanmedian"),
+    "aten.mode.default": _mode,
     "aten.mse_loss.default": _pointwise_loss("mse_loss", [], {}),
     "aten.smooth_l1_loss.default": _pointwise_loss("smooth_l1_loss", ["beta"], {"beta": 1.0}),
     "aten.huber_loss.default": None,  # huber differs from smooth-l1 by a factor: leave to PyTorch

@@ -18,7 +18,7 @@ from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
 from .emit import (attention, batchnorm, conv, copies, elementwise, gather, loss, matmul, norms, pool, pytorch, rows,
-                   scan, scatter)
+                   scan, scatter, sort)
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -48,6 +48,7 @@ EMITTERS = {
     "conv": conv,
     "pool": pool,
     "scan": scan,
+    "sort": sort,  # order statistics: a row sort per program
     "loss": loss,
     "indexing": _ByOp(gather, scatter=scatter, index_put=scatter),  # the store side: its own template
 }

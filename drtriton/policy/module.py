@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import io
 import keyword
 import re
@@ -81,7 +80,6 @@ def class_body(problem: Problem, new_name: str) -> tuple[list[str], set[str]]:
     return [f"class {new_name}({bases}):"] + [textwrap.indent(p, "    ") for p in parts], used
 
 
-_KERNEL_NAME = re.compile(r"^def (\w+)\(", re.M)
 _KEPT = set(keyword.kwlist) | set(dir(builtins)) | {"tl", "triton", "math"}
 
 
@@ -102,44 +100,39 @@ def _shape_of(kernel: str, name: str) -> tuple:
     return tuple(out)
 
 
-_NUMBERED = re.compile(r"^(\w+_kernel)\d*$")
+def _single_kernel(chunk: str) -> str | None:
+    """The name of the one function `chunk` defines, when that is all it holds (a template's
+    kernel); None for anything else (a model-written fragment: imports, classes, an instance)."""
+    try:
+        body = ast.parse(chunk).body
+    except SyntaxError:
+        return None
+    return body[0].name if len(body) == 1 and isinstance(body[0], ast.FunctionDef) else None
 
 
 def share_kernels(kernels: list[str], lines: list[str]) -> tuple[list[str], list[str]]:
     """Keep one copy of kernels that differ only in names (the repeated blocks of a network),
-    and launch it wherever the others were: Triton then compiles and tunes it once. A kept
-    kernel is named after its content (`conv2d_relu_kernel_3fa9c2`, not the module's running
-    number), so the same kernel in a fragment's check, a plan and the next plan has the same
-    source, and Triton's on-disk cache compiles it once for all of them."""
+    and launch it wherever the others were: Triton then compiles and tunes it once."""
     kept, seen, rename = [], {}, {}
     for kernel in kernels:
-        found = _KERNEL_NAME.search(kernel)
-        if found is None:
+        name = _single_kernel(kernel)
+        if name is None:
             kept.append(kernel)
             continue
-        name = found.group(1)
         try:
             shape = _shape_of(kernel, name)
         except (tokenize.TokenError, IndentationError):
             kept.append(kernel)
             continue
         if shape in seen:
-            rename[name] = rename.get(seen[shape], seen[shape])
-            continue
-        seen[shape] = name
-        kept.append(kernel)
-        numbered = _NUMBERED.match(name)
-        if numbered:
-            digest = hashlib.sha1(repr(shape).encode()).hexdigest()[:6]
-            rename[name] = f"{numbered.group(1)}_{digest}"
+            rename[name] = seen[shape]
+        else:
+            seen[shape] = name
+            kept.append(kernel)
     if not rename:
         return kernels, lines
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, rename)) + r")\b")
-
-    def renamed(text: str) -> str:
-        return pattern.sub(lambda m: rename[m.group(1)], text)
-
-    return [renamed(k) for k in kept], [renamed(line) for line in lines]
+    return kept, [pattern.sub(lambda m: rename[m.group(1)], line) for line in lines]
 
 
 def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], outputs: list[str],

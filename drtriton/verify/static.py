@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 
 # Modules a candidate may not import, with the reason shown to the user or the model.
 _BANNED_MODULES = {
+    "triton.runtime.cache": "Triton's compiled-kernel cache is the verifier's (shared by every check)",
+    "triton.compiler": "Triton compiles the kernels itself",
+    "triton.knobs": "Triton's process-wide settings",
     "os": "process and file-system access",
     "sys": "interpreter internals",
     "subprocess": "subprocesses",
@@ -298,7 +301,7 @@ class _Checker(ast.NodeVisitor):
                 self.error(node, f"uses {full}: not allowed ({why})")
                 return
         for banned, why in _BANNED_MODULES.items():
-            if full.startswith(banned + ".") and banned.startswith("torch."):
+            if full.startswith(banned + ".") and banned.startswith(("torch.", "triton.")):
                 self.error(node, f"uses {full}: not allowed ({why})")
                 return
         if full in _SIXTEEN_BIT:

@@ -40,6 +40,9 @@ def is_heavy_op(op: str) -> bool:
     return base in _HEAVY_OPS or base.startswith(("conv", "cudnn", "mkldnn", "miopen")) or "scaled_dot_product" in base
 
 
+#: a candidate whose kernels keep the GPU busy less than this share of a call is host-bound
+HOST_BOUND_BUSY = 0.7
+
 @dataclass
 class Tolerance:
     atol: float
@@ -120,8 +123,10 @@ class Verdict:
     triton_kernels: list[str] = field(default_factory=list)  # launched during forward
     pytorch_ops: dict[str, int] = field(default_factory=dict)  # PyTorch compute ops in forward
     triton_share: float | None = None  # share of device time in Triton kernels (GPU only)
-    # where one call's device time goes: the heaviest kernels (Triton's and the library's), ms
+    # where one call's device time goes: the heaviest kernels (Triton's and the library's), ms,
+    # and all of its kernels together (GPU only)
     kernel_ms: dict[str, float] = field(default_factory=dict)
+    kernels_total_ms: float | None = None
     flags: list[str] = field(default_factory=list)  # noteworthy but not disqualifying
     timings: Timings | None = None
     speedup_eager: float | None = None
@@ -140,6 +145,19 @@ class Verdict:
         """Whether Triton does part of the computation: a kernel ran and, where the GPU time
         was measured, took at least 1% of it. A plan without is no conversion."""
         return bool(self.triton_kernels) and (self.triton_share is None or self.triton_share >= 0.01)
+
+    @property
+    def gpu_busy(self) -> float | None:
+        """The share of a timed call during which the candidate's kernels keep the GPU busy:
+        well under 1, the time between kernels is host work (the Python of each launch)."""
+        if self.kernels_total_ms is None or self.timings is None or not self.timings.candidate.median_ms:
+            return None
+        return min(1.0, self.kernels_total_ms / self.timings.candidate.median_ms)
+
+    @property
+    def host_bound(self) -> bool:
+        """Its kernels leave the GPU idle much of a call: host work sets the speed."""
+        return self.gpu_busy is not None and self.gpu_busy < HOST_BOUND_BUSY
 
     @property
     def heavy_ops_in_pytorch(self) -> list[str]:

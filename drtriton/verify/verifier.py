@@ -275,18 +275,22 @@ class Verifier:
         finally:
             warm.done.set()
 
-    def wait_warm_compile(self, key: str) -> None:
+    def wait_warm_compile(self, key: str, cancel: threading.Event | None = None) -> None:
         """Before a check compiles the reference itself: wait for a warm-up of this problem
         that is compiling (beside it, the same work would be done twice), or call off one that
-        has not begun (it may be queued on a lock this check holds)."""
+        has not begun (it may be queued on a lock this check holds). A cancelled check stops
+        waiting."""
         warm = self._warmups.get(key)
         if warm is None:
             return
         if warm.claim():
             warm.outcome = "called off: a check compiles first"
             warm.done.set()  # later checks need not wait for it
-        else:
-            warm.done.wait(self.config.compile_timeout_s)
+            return
+        deadline = time.monotonic() + self.config.compile_timeout_s
+        while not warm.done.wait(0.2):
+            if (cancel is not None and cancel.is_set()) or time.monotonic() > deadline:
+                return
 
     def settings(self) -> dict:
         c = self.config
@@ -540,7 +544,7 @@ class _Check:
     def time(self, prep: dict) -> None:
         c, v = self.config, self.verdict
         if not self.quick:
-            self.verifier.wait_warm_compile(self.problem.key)
+            self.verifier.wait_warm_compile(self.problem.key, self.cancel)
         with self.verifier.gpu.shared():
             self.candidate_call({"op": "prepare_timing", "seed": secrets.randbits(62), "compile": not self.quick},
                                 timeout=c.compile_timeout_s)
@@ -560,6 +564,7 @@ class _Check:
         v.triton_share = t["triton_share"]
         heaviest = sorted(t["kernel_ms"].items(), key=lambda kv: -kv[1])[:KERNELS_REPORTED]
         v.kernel_ms = {name[:120]: round(ms, 4) for name, ms in heaviest}
+        v.kernels_total_ms = round(sum(t["kernel_ms"].values()), 4)
         v.speedup_eager = timings.eager.median_ms / cand.median_ms
         if timings.compiled:
             v.speedup_compile = timings.compiled.median_ms / cand.median_ms

@@ -72,6 +72,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     momentum = attrs.get("momentum")
     if update and momentum is None:
         raise Unsupported("cumulative running averages (momentum None)")
+    if update and any(program.values[v].kind == "input" for v in (rm, rv)):
+        # F.batch_norm(x, running_mean, running_var, training=True) with the statistics passed to
+        # forward: updating them is modifying forward's inputs, which a converted module may not do
+        # (the verifier rejects it), and leaving them stale would be wrong
+        raise Unsupported("training batch_norm updates running statistics that are forward's inputs, in place")
     eps = float(attrs["eps"])
     out = node.outputs[0]
     stores = stored_values(program, frag, xs)

@@ -61,6 +61,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported(f"{op} of a rank-{len(xs)} input")
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)
+    # max pooling with return_indices: also where each maximum is, as a flat index into its
+    # input plane (PyTorch's convention: the first maximum in window order, NaN taking over)
+    idx = node.outputs[1] if kind == "max" and len(node.outputs) > 1 else None
     stores = stored_values(program, frag, out_shape)
     if kind != "adaptive":
         k, s, p = (tuple(attrs[a]) for a in ("kernel_size", "stride", "padding"))
@@ -75,7 +78,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         window = math.prod(-(-i // o) + 1 for i, o in zip(xs[-n:], attrs["output_size"]))
 
     pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr"})
-    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out},
+    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out, idx} - {None},
                          reserved={"x_ptr"} | set(pro.params()))
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
@@ -105,7 +108,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         how = ["a program per BLOCK_O outputs; their windows flattened along the second tile axis",
                "(BLOCK_K positions per step), reduced in registers"]
     else:
-        body, o_offs, o_mask = _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs)
+        body, o_offs, o_mask = _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs, idx is not None)
         meta = "BLOCK_W: tl.constexpr" if n == 1 else "BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr"
         bw = min(pow2(out_shape[-1]), 128)
         tiles = [{"BLOCK_W": t, "num_warps": w} if n == 1 else
@@ -114,7 +117,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         how = [("a program per (plane, output depth)" if n == 3 else "a program per plane") + " and tile of "
                + ("BLOCK_W outputs" if n == 1 else "(BLOCK_H, BLOCK_W) outputs") + ";",
                "the window unrolled: one shifted, masked load of the tile per position"]
-    env = {out: "res"}
+    env = {out: "res", **({idx: "res_i"} if idx else {})}
     body += epi.emit(IndexSpace(orank, o_offs, o_mask, o_sizes), env)
     body += [f"tl.store({o}_out + {o_offs}, {env[v]}, mask={o_mask})" for o, v in zip(outs, stores)]
     kernel = autotune(tiles, ["n_out"], device) + [
@@ -143,8 +146,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         else:
             lines.append(f"_O{i} = {paren(affine(f'_I{i}', 1, 2 * p[i] - span))} // {s[i]} + 1")
     oshape = f"(*_xs[:{-n}], {', '.join(f'_O{i}' for i in range(n))})"
-    for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty({oshape}, device={dev}, dtype=torch.float32)")
+    for o, v in zip(outs, stores):  # each in its own dtype (the indices: int64)
+        lines.append(f"{o} = torch.empty({oshape}, device={dev}, dtype={program.values[v].dtype})")
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     if kind != "adaptive":
@@ -209,9 +212,10 @@ def _adaptive_body(n, I, O, K, load) -> tuple[list[str], str, str]:
     return body, "offs", "o_mask"
 
 
-def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs) -> tuple[list[str], str, str]:
+def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs, indices=False) -> tuple[list[str], str, str]:
     """Lines computing `res` for a tile of the last two output dims (the last one in 1-D) of one
-    plane (and output depth, in 3-D); (lines, output offsets, output mask)."""
+    plane (and output depth, in 3-D); (lines, output offsets, output mask). `indices` (max):
+    also `res_i`, each maximum's flat index in the input plane."""
     # the tiled dims: H (n >= 2) as rows of the tile, W as its columns; D (n == 3) from the grid
     dims = {1: ["w"], 2: ["h", "w"], 3: ["d", "h", "w"]}[n]
     body = ["row = tl.program_id(0).to(tl.int64)  # plane * O0 + output depth in 3-D, else the plane"]
@@ -232,6 +236,8 @@ def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs) -> tuple[list[s
         body.append(f"{dim}0 = {affine(f'o{dim}', s[i], -p[i])}")
     acc = "(BLOCK_W,)" if n == 1 else "(BLOCK_H, BLOCK_W)"
     body.append(f"acc = tl.full({acc}, {acc0}, tl.float32)")
+    if indices:  # -1 until the window's first position inside the input
+        body.append(f"acc_i = tl.full({acc}, -1, tl.int64)")
     unroll = "tl.static_range" if math.prod(k) <= MAX_UNROLL else "range"
     lines, indent = [], ""
     for i, dim in enumerate(dims):  # one loop per window dim, outermost first
@@ -251,10 +257,19 @@ def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs) -> tuple[list[s
     lines.append(f"{indent}x_mask = {' & '.join(mask)}")
     lines.append(f"{indent}x_offs = {base} + {iw}")
     lines += [f"{indent}{line}" for line in load("x_offs", "x_mask")]
-    lines.append(f"{indent}acc = tl.maximum(acc, xv)" if kind == "max" else f"{indent}acc += xv")
+    if indices:  # as PyTorch: a greater value or a NaN takes over; the first position starts it
+        spatial = ("w_in" if n == 1 else f"h_in[:, None] * {I[1]} + w_in[None, :]" if n == 2
+                   else f"(d_in * {I[1]} + h_in[:, None]) * {I[2]} + w_in[None, :]")
+        lines.append(f"{indent}better = x_mask & ((xv > acc) | (xv != xv) | (acc_i < 0))")
+        lines.append(f"{indent}acc_i = tl.where(better, ({spatial}).to(tl.int64), acc_i)")
+        lines.append(f"{indent}acc = tl.where(better, xv, acc)")
+    else:
+        lines.append(f"{indent}acc = tl.maximum(acc, xv)" if kind == "max" else f"{indent}acc += xv")
     body += lines
     if kind == "max":
         body.append("res = acc")
+        if indices:
+            body.append("res_i = acc_i")
     elif (attrs["count_include_pad"] or not any(p)) and not attrs["ceil_mode"]:
         body.append(f"res = acc / {math.prod(k)}.0  # every window lies inside the (padded) input")
     else:

@@ -31,6 +31,26 @@ from . import Emitted, Names, Unsupported, input_launch, pow2, stored_values
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std"}
 SOFTMAXES = {"softmax", "log_softmax"}
 
+#: the accumulator's dtype by the input's: float64 stays float64; integers and booleans (sums,
+#: products, extrema, arg-extrema) accumulate in int64, exactly, as PyTorch does
+_ACC = {"torch.float32": "tl.float32", "torch.float64": "tl.float64"}
+_INTEGERS = {"torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
+INTEGER_OPS = {"sum", "prod", "max", "min", "argmax", "argmin"}
+_INT_NEUTRAL = {"sum": "0", "prod": "1", "max": str(-2**63), "min": str(2**63 - 1), "argmax": str(-2**63),
+                "argmin": str(2**63 - 1)}
+_TORCH = {"tl.float32": "torch.float32", "tl.float64": "torch.float64", "tl.int64": "torch.int64"}
+
+
+def accumulator(op: str, dtype: str) -> str:
+    """The Triton dtype `op` accumulates an input of `dtype` in; Unsupported for others
+    (half precision, or an integer input to an operator that needs floats)."""
+    if dtype in _ACC:
+        return _ACC[dtype]
+    if dtype in _INTEGERS and op in INTEGER_OPS:
+        return "tl.int64"
+    raise Unsupported(f"{op} of a {dtype.removeprefix('torch.')} input")
+
+
 _NEUTRAL = {"sum": "0.0", "mean": "0.0", "max": 'float("-inf")', "min": 'float("inf")', "prod": "1.0",
             "argmax": 'float("-inf")', "argmin": 'float("inf")', "logsumexp": 'float("-inf")', "norm": "0.0",
             "var": "0.0", "std": "0.0"}
@@ -74,8 +94,7 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 def _block_axes(op: str, attrs: dict, rank: int) -> tuple[int, int]:
     """First and last reduced axis (they must be contiguous)."""
     if op in REDUCTIONS:
-        dims = attrs["dim"]
-        dims = sorted(dims) if isinstance(dims, (list, tuple)) else [dims]
+        dims = _reduced(attrs, rank)
     elif op in SOFTMAXES:
         dims = [attrs["dim"]]
     else:
@@ -83,6 +102,25 @@ def _block_axes(op: str, attrs: dict, rank: int) -> tuple[int, int]:
     if not dims or dims != list(range(dims[0], dims[-1] + 1)):
         raise Unsupported(f"{op} over non-adjacent axes {dims}")
     return dims[0], dims[-1]
+
+
+def _moved(op: str, attrs: dict, rank: int) -> list[int] | None:
+    """For a reduction over axes that are not adjacent (batch statistics over N and the spatial
+    axes of (N, C, L)): the permutation putting the kept axes first, in order, and the reduced
+    ones last, so that X, copied in that order, is (O, R, 1). None when the axes are adjacent."""
+    if op not in REDUCTIONS:
+        return None
+    dims = _reduced(attrs, rank)
+    if not dims or dims == list(range(dims[0], dims[-1] + 1)):
+        return None
+    return [d for d in range(rank) if d not in dims] + dims
+
+
+def _reduced(attrs: dict, rank: int) -> list[int]:
+    """The reduced axes, sorted and non-negative (none listed: all of them, as PyTorch reads it)."""
+    dims = attrs.get("dim")
+    dims = [] if dims is None else dims if isinstance(dims, (list, tuple)) else [dims]
+    return sorted({d % rank for d in dims}) or list(range(rank))
 
 
 def _prod(xs) -> int:
@@ -100,14 +138,23 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     scalar = not xs  # a 0-d input: one row of one element (its result is 0-d too)
     if scalar:
         xs = [1]
-    if program.values[x].dtype != "torch.float32":
-        raise Unsupported("non-fp32 input")
+    acc_t = accumulator(op, program.values[x].dtype)
+    neutrals = _INT_NEUTRAL if acc_t == "tl.int64" else _NEUTRAL
     # max/min with their indices used (torch.max(x, dim)): argmax/argmin's pass, storing both
     with_indices = (op in ("max", "min") and len(node.outputs) > 1
                     and program.used_outside(node.outputs[1], {node.name}))
     fold = {"max": "argmax", "min": "argmin"}[op] if with_indices else op
     rank = len(xs)
-    first, last = (0, 0) if scalar else _block_axes(op, node.attrs, rank)
+    perm = None if scalar else _moved(op, node.attrs, rank)
+    if perm is not None:  # the reduced axes moved last (a copy): X is (O, R, 1)
+        if frag.prologue:
+            raise Unsupported(f"{op} over non-adjacent axes with a fused prologue")
+        if with_indices:
+            raise Unsupported(f"{op} with indices over non-adjacent axes")
+        first, last = rank - len(_reduced(node.attrs, rank)), rank - 1
+        xs = [xs[d] for d in perm]
+    else:
+        first, last = (0, 0) if scalar else _block_axes(op, node.attrs, rank)
     O, R, I = _prod(xs[:first]), _prod(xs[first:last + 1]), _prod(xs[last + 1:])
 
     out = node.outputs[0]
@@ -118,7 +165,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # prologue: computes X from loaded operands, per element of X
     reserved = {"x_ptr", "part_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
-    epi = PointwiseBlock(program, frag.epilogue, out_shape, known={out}, reserved=reserved | set(pro.params()))
+    # the epilogue may read the indices too (max_pool's decomposition: where the maximum was)
+    known = {out, node.outputs[1]} if with_indices else {out}
+    epi = PointwiseBlock(program, frag.epilogue, out_shape, known=known, reserved=reserved | set(pro.params()))
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
 
@@ -152,14 +201,18 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             lines.append(f"xv = {env[x]}")
         else:
             lines.append("xv = tl.load(x_ptr + x_offs, mask=x_mask, other=0.0)")
+        if program.values[x].dtype != _TORCH.get(acc_t):  # booleans, narrower integers
+            lines.append(f"xv = xv.to({acc_t})")
         return [indent + line for line in lines]
 
     def store_result() -> list[str]:
         """The epilogue on the reduced values `res`, then the stores (output offset o * I + col)."""
-        env = {out: "res"}
+        env = {out: "res", **({node.outputs[1]: "res_i"} if with_indices else {})}
         lines = ["out_offs = o * I + cols"]
         kept = last - first + 1 if node.attrs.get("keepdim") and not scalar else 0
         o_axes = _axes(["o", None, "cols"], first, first + kept - 1, len(out_shape))
+        if perm is not None:  # I is 1: o runs over the whole output, in its own order
+            o_axes = [Axes("o", 0, len(out_shape) - 1, scalar=True)] if out_shape else []
         lines += epi.emit(IndexSpace(len(out_shape), "out_offs", "col_mask", o_sizes, o_axes), env)
         lines += [f"tl.store({o_name}_out + out_offs, {env[v]}, mask=col_mask)" for o_name, v in zip(outs, stores)]
         if with_indices:
@@ -181,20 +234,20 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         ]
     lo, hi = ("lo", "hi") if split else ("0", "R")
     if op in REDUCTIONS:
-        neutral = _NEUTRAL[op]
-        body.append(f"acc = tl.full((BLOCK_R, BLOCK_I), {neutral}, tl.float32)")
+        neutral = neutrals[op]
+        body.append(f"acc = tl.full((BLOCK_R, BLOCK_I), {neutral}, {acc_t})")
         if fold in ("argmax", "argmin"):
             body.append("acc_i = tl.zeros((BLOCK_R, BLOCK_I), tl.int64)")
         if op == "logsumexp":
-            body.append("run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)")
-            body.append("run_sum = tl.zeros((BLOCK_I,), tl.float32)")
+            body.append(f"run_max = tl.full((BLOCK_I,), float(\"-inf\"), {acc_t})")
+            body.append(f"run_sum = tl.zeros((BLOCK_I,), {acc_t})")
         if op in ("var", "std"):  # first pass: the mean
             body.append(f"for r0 in range({lo}, {hi}, BLOCK_R):")
             body.append("    r = r0 + tl.arange(0, BLOCK_R)")
             body += load_x("    ", hi)
             body.append("    acc += tl.where(x_mask, xv, 0.0)")
             body.append("mu = tl.sum(acc, axis=0) / R")
-            body.append("acc = tl.zeros((BLOCK_R, BLOCK_I), tl.float32)")
+            body.append(f"acc = tl.zeros((BLOCK_R, BLOCK_I), {acc_t})")
         body.append(f"for r0 in range({lo}, {hi}, BLOCK_R):")
         body.append("    r = r0 + tl.arange(0, BLOCK_R)")
         body += load_x("    ", hi)
@@ -242,7 +295,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if not split:
             body += store_result()
     else:
-        body += _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes)
+        body += _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes, acc_t)
 
     helpers = []
     if op == "prod":
@@ -274,12 +327,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             "    o = tl.program_id(0).to(tl.int64)",
             "    cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
             "    col_mask = cols < I",
-            f"    acc = tl.full((BLOCK_S, BLOCK_I), {_NEUTRAL[op]}, tl.float32)",
+            f"    acc = tl.full((BLOCK_S, BLOCK_I), {neutrals[op]}, {acc_t})",
             "    for s0 in range(0, SPLIT, BLOCK_S):",
             "        s = s0 + tl.arange(0, BLOCK_S)",
             "        p_mask = (s[:, None] < SPLIT) & col_mask[None, :]",
             "        p_offs = (o * SPLIT + s[:, None]) * I + cols[None, :]  # part[o, s, cols]",
-            f"        pv = tl.load(part_ptr + p_offs, mask=p_mask, other={_NEUTRAL[op]})",
+            f"        pv = tl.load(part_ptr + p_offs, mask=p_mask, other={neutrals[op]})",
             "        " + _FOLD[combine].format(v="pv"),
             f"    res = {_COLLAPSE[combine]}",
             *(f"    {line}" for line in _finish(op, node) + store_result()),
@@ -289,12 +342,19 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     how = ", split over R in two stages" if split else ""
     lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}{how}"]
     pre, device, args = input_launch(program, pro if frag.prologue else None, x, scalar=scalar)
+    if perm is not None:  # the reduced axes last, copied so
+        pre = [f"_x = {program.expr(x)}.permute({', '.join(map(str, perm))}).contiguous()", "_xs = _x.shape"]
     lines += pre
     lines.append(f"_O, _R, _I = math.prod(_xs[:{first}]), math.prod(_xs[{first}:{last + 1}]), math.prod(_xs[{last + 1}:])")
-    dtype = "torch.int64" if op in ("argmax", "argmin") else "torch.float32"
     out_src = "()" if scalar else _out_shape_source(op, node, first, last, rank)
-    for o_name in outs:
-        lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={dtype})")
+    if perm is not None:  # the kept axes in their order (with the reduced ones as 1 for keepdim)
+        keep = node.attrs.get("keepdim")
+        reduced = _reduced(node.attrs, rank)
+        dims_src = ["1" if d in reduced else f"{program.expr(x)}.shape[{d}]" for d in range(rank)
+                    if keep or d not in reduced]
+        out_src = f"({', '.join(dims_src)}{',' if len(dims_src) == 1 else ''})"
+    for o_name, v in zip(outs, stores):  # each value in its own dtype (an epilogue's comparison: bool)
+        lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={program.values[v].dtype})")
     if with_indices:
         idx = program.expr(node.outputs[1])
         lines.append(f"{idx} = torch.empty({out_src}, device={device}, dtype=torch.int64)")
@@ -313,7 +373,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             "_programs = max(1, _O * triton.cdiv(_I, _BI))  # one per (o, strip of I)",
             f"_SPLIT = max(1, min(triton.cdiv(_R, {CHUNK_TILES * block_r}), {TARGET_PROGRAMS} // _programs))"
             "  # chunks of R",
-            f"_part = torch.empty(_O, _SPLIT, _I, device={device}, dtype=torch.float32)"
+            f"_part = torch.empty(_O, _SPLIT, _I, device={device}, dtype={_TORCH[acc_t]})"
             "  # a partial per (o, chunk, column)",
             f"{name}[(_O, triton.cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI)",
             f"{finish}[(_O, triton.cdiv(_I, _BI))]({', '.join(stage2)}, BLOCK_S={block_r}, BLOCK_I=_BI)",
@@ -339,11 +399,11 @@ def _axes(vars: list, first: int, last: int, rank: int) -> list[Axes]:
     return [Axes(v, a, b, scalar=v == "o") for v, (a, b) in zip(vars, runs) if v is not None and a <= b]
 
 
-def _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes) -> list[str]:
+def _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes, acc_t="tl.float32") -> list[str]:
     """softmax / log_softmax: the running max and sum over R per column, then a pass that writes
     X's shape."""
-    body = ["run_max = tl.full((BLOCK_I,), float(\"-inf\"), tl.float32)",
-            "run_sum = tl.zeros((BLOCK_I,), tl.float32)",
+    body = [f"run_max = tl.full((BLOCK_I,), float(\"-inf\"), {acc_t})",
+            f"run_sum = tl.zeros((BLOCK_I,), {acc_t})",
             "for r0 in range(0, R, BLOCK_R):",
             "    r = r0 + tl.arange(0, BLOCK_R)"]
     body += load_x("    ")

@@ -11,8 +11,8 @@ them), with the work on a thread pool (parsing and lowering hold the GIL, the as
   configuration of an autotuned one is compiled at once, into Triton's on-disk cache, before
   the first real call (which loads them from there). The copy comes from its own import of the
   source, so nothing the real module holds, or its module keeps, is read or changed.
-- `install()`: before an autotuner benchmarks a new key (another input shape), all of its
-  configurations compile at once.
+- `install()`: before an autotuner's first tuning, all of its configurations compile at once
+  (where the forward on the meta device stopped early).
 
 A failure in either changes nothing: the kernel compiles at its first launch as it always does.
 """
@@ -54,7 +54,9 @@ def install(threads: int | None = None) -> bool:
         return True
 
     def run(tuner, *args, **kwargs):
-        if len(tuner.configs) > 1 and _async_compile.active_mode.get() is None and _untuned(tuner, args, kwargs):
+        # only a tuner's first tuning (another key: the other input shapes are compiled ahead);
+        # after it this costs one attribute read a launch, timed calls included
+        if not tuner.cache and len(tuner.configs) > 1 and _async_compile.active_mode.get() is None:
             try:
                 with _async_compile.AsyncCompileMode(pool, ignore_errors=True):
                     tuner.warmup(*args, **{k: v for k, v in kwargs.items() if k != "warmup"})
@@ -65,15 +67,6 @@ def install(threads: int | None = None) -> bool:
     run.__wrapped__ = original  # type: ignore[attr-defined]
     autotuner.Autotuner.run = run
     return True
-
-
-def _untuned(tuner, args: tuple, kwargs: dict) -> bool:
-    """Whether this call will tune: its key (as Autotuner.run computes it) has no choice yet."""
-    named = {**dict(zip(tuner.arg_names, args)), **kwargs}
-    named = {k: v for k, v in named.items() if k in tuner.arg_names}
-    key = [named[k] for k in tuner.keys if k in named]
-    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
-    return tuple(key) not in tuner.cache
 
 
 def compile_ahead(build: Callable[[], object], inputs: list) -> str:
@@ -87,30 +80,35 @@ def compile_ahead(build: Callable[[], object], inputs: list) -> str:
 
     try:
         from triton.runtime import _async_compile
-        from triton.runtime.jit import KernelInterface
+        from triton.runtime.jit import JITFunction, KernelInterface
     except ImportError:
         return "this Triton has no asynchronous compile mode"
     if _async_compile.active_mode.get() is not None:
         return "already compiling ahead"
-    try:
-        shadow = build()
-    except Exception as e:  # noqa: BLE001 - a constructor that needs real values, say
-        return f"no copy on the meta device ({type(e).__name__}: {str(e)[:200]})"
     meta_inputs = [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta")
                    if isinstance(v, torch.Tensor) else v for v in inputs]
-    launch = KernelInterface.__getitem__
+    launch, run = KernelInterface.__getitem__, JITFunction.run
 
-    def warm_up(kernel, grid):
+    def warm_up(kernel, grid):  # `kernel[grid](...)`: every configuration of an autotuned one
         return lambda *args, **kwargs: kernel.warmup(*args, grid=grid, **kwargs)
 
+    def warm_only(kernel, *args, grid=None, warmup=True, **kwargs):
+        # any other way to a launch (a launcher bound in the constructor, `.run`) compiles only:
+        # a real launch on meta tensors (null pointers) would fault the CUDA context
+        return run(kernel, *args, grid=grid, warmup=True, **kwargs)
+
     stopped = ""
-    KernelInterface.__getitem__ = warm_up
+    KernelInterface.__getitem__, JITFunction.run = warm_up, warm_only
     try:
+        try:  # the copy is built inside too: its constructor may bind launchers
+            shadow = build()
+        except Exception as e:  # noqa: BLE001 - a constructor that needs real values, say
+            return f"no copy on the meta device ({type(e).__name__}: {str(e)[:200]})"
         with _async_compile.AsyncCompileMode(_threads(), ignore_errors=True), torch.no_grad():
             try:
                 shadow(*meta_inputs)
             except Exception as e:  # noqa: BLE001 - a value read on the meta device, say
                 stopped = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
-        KernelInterface.__getitem__ = launch
+        KernelInterface.__getitem__, JITFunction.run = launch, run
     return stopped

@@ -1,0 +1,150 @@
+"""Order statistics (drtriton/policy/emit/sort.py), end to end on the CPU: capture -> BuiltinPolicy
+candidates (strict mode unless said) -> the first candidate verified by the Verifier under the
+Triton interpreter, against PyTorch, at the inputs' batch and the verifier's second one. Draws
+are continuous (no ties) where PyTorch leaves the order of ties open (sort without stable=True,
+topk, kthvalue, median); ties, NaN and -0.0 where it does not (stable sorts)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from test_scatter import capture, check, source  # noqa: E402
+
+from drtriton.policy.builtin import BuiltinPolicy  # noqa: E402
+from drtriton.policy.emit import Names, Unsupported, sort  # noqa: E402
+from drtriton.policy.program import Program  # noqa: E402
+
+X = "torch.randn(6, 10)"
+
+
+@pytest.mark.parametrize("expr,label", [
+    ("torch.sort(x, dim=-1)", "sort"),  # values and indices
+    ("torch.sort(x, dim=1, descending=True)[0]", "sort"),
+    ("torch.argsort(x, dim=-1)", "sort"),  # lowered to sort, its indices alone
+    ("torch.sort(x, dim=0)", "sort"),  # along the batch: rows change length with it
+])
+def test_sort(cpu_verifier, expr, label):
+    check(cpu_verifier, source(expr, X, "x"), [label])
+
+
+def test_sort_of_a_middle_axis(cpu_verifier):
+    """The axis is not the last: rows of R elements I apart, values and indices."""
+    check(cpu_verifier, source("torch.sort(x, dim=1, descending=True)", "torch.randn(3, 7, 5)", "x"), ["sort"])
+
+
+def test_stable_sort_with_ties_nan_and_signed_zeros(cpu_verifier):
+    """stable=True: ties come out by index (descending too), NaN last ascending and first
+    descending, -0.0 equal to 0.0, as PyTorch orders them."""
+    x = ("torch.where(torch.rand(4, 33) < 0.1, float('nan'), "
+         "torch.randint(-2, 3, (4, 33)).float() * torch.where(torch.rand(4, 33) < 0.5, 1.0, -1.0))")
+    for descending in (False, True):
+        check(cpu_verifier, source(f"torch.sort(x, dim=-1, descending={descending}, stable=True)", x, "x"), ["sort"])
+
+
+def test_integer_sort(cpu_verifier):
+    """int32 with its indices (distinct values: a permutation); int64 values alone."""
+    check(cpu_verifier, source("torch.sort(x.int(), dim=-1, descending=True)",
+                               "torch.randn(6, 10).mul(1000)", "x"), ["sort"])
+    check(cpu_verifier, source("torch.sort(x, dim=-1)[0]", "torch.randint(-50, 50, (6, 10))", "x"), ["sort"])
+    check(cpu_verifier, source("torch.sort(x, dim=0, descending=True)[0]", "torch.randint(-50, 50, (6, 10))", "x"),
+          ["sort"])
+
+
+@pytest.mark.parametrize("expr,label", [
+    ("torch.topk(x, 3, dim=-1)", "topk"),
+    ("torch.topk(x, 2, dim=0, largest=False)", "topk"),
+    ("torch.kthvalue(x, 4, dim=1)", "kthvalue"),
+    ("torch.kthvalue(x, 2, dim=1, keepdim=True)", "kthvalue"),
+    ("torch.median(x, dim=-1)", "median"),  # 10 elements: the lower median, the 5th
+    ("torch.median(x, dim=0, keepdim=True)", "median"),
+    ("torch.median(x)", "median"),  # of all elements, a 0-d value
+    ("torch.nanmedian(torch.where(x > 1.0, float('nan'), x), dim=1)", "nanmedian"),
+    ("torch.median(torch.where(x > 1.5, float('nan'), x), dim=1)", "median"),  # a NaN: NaN at its index
+    ("torch.nanmedian(x)", "nanmedian"),
+])
+def test_selections(cpu_verifier, expr, label):
+    check(cpu_verifier, source(expr, X, "x"), [label])
+
+
+def test_mode(cpu_verifier):
+    """The most frequent value, the smallest of equally frequent ones; its index where a value
+    repeats (PyTorch's CPU kernel: the last occurrence) and where none does."""
+    check(cpu_verifier, source("torch.mode(x, 0, keepdim=True)[0]", "torch.randint(0, 3, (9, 5)).float()", "x"),
+          ["mode"])
+    check(cpu_verifier, source("torch.mode(x, 1)", "torch.tensor([[3., 1., 2., 1., 3., 2.], [5., 4., 3., 3., 5., 5.]])",
+                               "x"), ["mode"], second=False)
+    check(cpu_verifier, source("torch.mode(x, -1)", X, "x"), ["mode"])
+
+
+def test_zero_d_inputs(cpu_verifier):
+    """A 0-d input is one row of one element (OpInfo's median, quantile samples)."""
+    for expr in ("torch.median(x)", "torch.sort(x)", "torch.kthvalue(x, 1)"):
+        check(cpu_verifier, source(expr, "torch.randn(())", "x"), [expr.split("(")[0].split(".")[1]], second=False)
+
+
+def test_quantile_in_strict_mode(cpu_verifier):
+    """quantile lowers to a sort, gathers and arithmetic: with the sort in Triton, strict mode."""
+    check(cpu_verifier, source("torch.quantile(x, 0.3, dim=1)", X, "x"), ["sort"])
+
+
+ROUTER = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    \"\"\"A mixture-of-experts router: scores, softmax, the top 2 experts, their weights renormalised,
+    each token's output the weighted sum of its experts' (stand-in) outputs gathered.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(16, 8, bias=False)
+        self.experts = nn.Parameter(torch.randn(8, 16))
+
+    def forward(self, x):
+        probs = F.softmax(self.gate(x), dim=-1)
+        weights, chosen = torch.topk(probs, 2, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        picked = self.experts[chosen]  # (tokens, 2, 16)
+        return (weights.unsqueeze(-1) * picked).sum(dim=1), chosen
+
+
+def get_inputs():
+    return [torch.randn(12, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_topk_in_a_moe_router(cpu_verifier):
+    cand = check(cpu_verifier, ROUTER, ["topk"])
+    assert not cand.pytorch_compute
+
+
+def test_long_rows_fall_back_in_mixed_mode(cpu_verifier):
+    """A row longer than one program sorts: Unsupported in strict mode (said why); mixed mode
+    keeps the sort in PyTorch and the rest in Triton."""
+    src = source("torch.relu(torch.sort(x, dim=-1)[0])", "torch.randn(2, 5000)", "x")
+    problem, graph = capture(src)
+    program = Program(graph)
+    frag = next(f for f in program.fragments(fuse=False) if f.kind == "sort")
+    with pytest.raises(Unsupported, match="at most 4096"):
+        sort.emit(program, frag, {}, Names(), device="cpu")
+    assert next(iter(BuiltinPolicy("cpu").candidates(problem, graph, "strict")), None) is None
+    cand = check(cpu_verifier, src, ["relu"], mode="mixed", second=False)
+    assert any(line.startswith("sort:") and "PyTorch" in line for line in cand.plan), cand.plan
+    assert any("at most 4096" in note for note in cand.notes), cand.notes
+
+
+def test_unsupported_dtypes_are_said():
+    problem, graph = capture(source("torch.sort(x, dim=-1)", "torch.randint(0, 9, (4, 6))", "x"))
+    program = Program(graph)
+    frag = next(f for f in program.fragments() if f.kind == "sort")
+    with pytest.raises(Unsupported, match="torch.int64 sort with its indices"):
+        sort.emit(program, frag, {}, Names(), device="cpu")

@@ -1,0 +1,101 @@
+"""Template and capture fixes found by PyTorch's OpInfo operators (benchmarks/opinfo.py, issue 16),
+end to end on CPU: capture -> BuiltinPolicy -> the Verifier under the Triton interpreter (full
+checks, so also at another batch size). Each case failed before its fix:
+
+- max pooling with return_indices: captured as the pool operator with its indices (it was taken
+  apart into index arithmetic whose fragments could not be checked);
+- reductions and softmax of float64, integer and boolean inputs, and an epilogue's bool result
+  (the rows template allowed only float32 and stored every value as float32);
+- an epilogue reading max's indices (it loaded them from memory that was never written);
+- reductions over axes that are not adjacent (batch statistics over N and L, renorm);
+- a leading size of 1 (torch.export pinned it: views baked it in, other batch sizes failed);
+- training batch_norm whose running statistics are forward's inputs: Unsupported, clearly.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from test_policy_pool_scan_loss import capture, check, source  # noqa: E402
+
+from drtriton.policy.emit import Names, Unsupported, batchnorm  # noqa: E402
+from drtriton.policy.program import Program  # noqa: E402
+
+# -- max pooling with its indices --------------------------------------------------------------
+
+POOL_INDICES = [
+    ("F.max_pool1d(x, 3, 2, 1, 2, True, True)", "torch.randn(2, 3, 9)", "max_pool1d"),
+    ("F.max_pool2d(x, 3, 2, 0, 1, True, True)", "torch.randn(2, 3, 7, 8)", "max_pool2d"),  # OpInfo's
+    ("F.max_pool2d(x, 3, 2, 1, 2, False, True)", "torch.randn(2, 3, 9, 8)", "max_pool2d"),
+    ("F.max_pool3d(x, 2, 2, 1, 1, True, True)", "torch.randn(2, 2, 5, 6, 5)", "max_pool3d"),
+    # the indices through an epilogue, the values through another
+    ("(lambda r: (r[0].relu(), r[1] + 1))(F.max_pool2d(x, 2, return_indices=True))", "torch.randn(2, 3, 8, 8)",
+     "max_pool2d"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op", POOL_INDICES, ids=[c[0] for c in POOL_INDICES])
+def test_max_pool_with_indices(cpu_verifier, expr, inputs, op):
+    cand = check(cpu_verifier, source(expr, inputs), [op])
+    assert "acc_i" in cand.source  # the pool template's indices, not index arithmetic
+
+
+# -- reductions: dtypes, epilogues, axes -------------------------------------------------------
+
+ROWS = [
+    # softmax with a dtype: the input cast to float64 as it is read, float64 throughout
+    ("torch.softmax(x, 0, dtype=torch.float64)", "torch.randn(5, 3)", "softmax"),
+    ("torch.log_softmax(x, 1, dtype=torch.float64)", "torch.randn(4, 6)", "log_softmax"),
+    # booleans summed in int64 (all, any, count_nonzero, isin are made of these)
+    ("torch.all(x > 0, dim=1)", "torch.randn(6, 5)", "sum"),
+    ("torch.count_nonzero(x > 0.5, dim=0)", "torch.randn(7, 4)", "sum"),
+    ("torch.isin(x, y)", "torch.randint(0, 5, (20,)).float(), torch.randint(0, 5, (5,)).float()", "sum"),
+    # an epilogue's comparison stored as bool
+    ("x.amax(1) > 0", "torch.randn(6, 5)", "max"),
+    # max's indices read by an epilogue
+    ("torch.max(x, 1)[1] * 2 + torch.max(x, 1)[0].signbit()", "torch.randn(6, 5)", "max"),
+    # axes that are not adjacent: batch statistics of (N, C, L), renorm
+    ("x.sum(dim=(0, 2))", "torch.randn(3, 4, 5)", "sum"),
+    ("torch.var(x, dim=(0, 2), keepdim=True, correction=0)", "torch.randn(3, 4, 5)", "var"),
+    ("torch.renorm(x, 2, 1, 0.5)", "torch.randn(3, 4, 5)", "norm"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op", ROWS, ids=[c[0] for c in ROWS])
+def test_rows(cpu_verifier, expr, inputs, op):
+    args = "x, y" if ", torch." in inputs else "x"
+    check(cpu_verifier, source(expr, inputs, args=args), [op])
+
+
+# -- a leading size of 1 -----------------------------------------------------------------------
+
+BATCH_OF_ONE = [
+    ("F.pixel_shuffle(x, 2) * 2.0", "torch.randn(1, 8, 3, 3)", "mul_scalar"),
+    ("F.channel_shuffle(x, 2) + 1.0", "torch.randn(1, 4, 3, 3)", "add_scalar"),
+    ("torch.block_diag(x, x)", "torch.randn(1, 3)", "cat"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op", BATCH_OF_ONE, ids=[c[0] for c in BATCH_OF_ONE])
+def test_batch_of_one_follows_the_batch(cpu_verifier, expr, inputs, op):
+    """A batch of 1 is traced symbolic: the converted module takes a batch of 2 as well (the
+    verifier's other-shapes trial)."""
+    _, graph, _ = capture(source(expr, inputs))
+    assert any(v.kind == "node" and v.dtype == "int" for v in graph.values.values()), "the batch size was pinned"
+    check(cpu_verifier, source(expr, inputs), [])
+
+
+# -- batch_norm with its statistics as forward's inputs ----------------------------------------
+
+def test_batch_norm_training_on_input_statistics_is_unsupported():
+    src = source("F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.5, eps=0.6)",
+                 "torch.randn(4, 3, 5), torch.zeros(3), torch.ones(3), torch.randn(3), torch.randn(3)",
+                 args="x, rm, rv, w, b")
+    _, graph, _ = capture(src)
+    program = Program(graph)
+    frag = next(f for f in program.fragments() if f.anchor is not None and f.anchor.op == "batch_norm")
+    with pytest.raises(Unsupported, match="forward's inputs"):
+        batchnorm.emit(program, frag, {}, Names(), device="cpu")
