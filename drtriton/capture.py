@@ -459,6 +459,8 @@ def store_lowerings() -> dict:
 
     def masked_scatter(self, mask, source):
         shape = torch.broadcast_shapes(self.shape, mask.shape)
+        if source.numel() == 0:  # nothing to place (PyTorch raises if the mask selects any)
+            return self.expand(shape).clone()
         keep = mask.expand(shape).reshape(-1)
         at = aten.cumsum.default(keep, 0) - 1  # the source element of each masked position
         picked = aten.index.Tensor(source.reshape(-1), [at])

@@ -152,6 +152,9 @@ def test_put_and_masked_scatter(cpu_verifier):
           ["index_put"], second=False)
     check(cpu_verifier, source("torch.masked_scatter(x, m, s)", "torch.randn(6, 8), torch.rand(6, 8) > 0.5, "
                                "torch.randn(6, 8)", "x, m, s"), [])
+    # an empty source (and a mask selecting nothing): nothing is read from it, no position -1
+    check(cpu_verifier, source("torch.masked_scatter(x, m, s) * 2.0", "torch.randn(6, 8), torch.zeros(6, 8, "
+                               "dtype=torch.bool), torch.randn(0)", "x, m, s"), [])
 
 
 def test_scatter_among_elementwise_ops(cpu_verifier):
