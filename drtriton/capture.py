@@ -377,6 +377,8 @@ def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
     for n in ep.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
             table = next((t for t in tables if n.target in t), None)
+            if str(n.target) in _OURS_FIRST:  # PyTorch's leaves the general case whole
+                table = tables[-1]
             if table is None:
                 continue
             admits = _LOWERABLE.get(str(n.target))
@@ -397,6 +399,9 @@ def _embedding_bag_result_only(n) -> bool:
 
 
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only}
+#: operators whose PyTorch decomposition covers only some cases (adaptive_max_pool2d: even
+#: windows and global pooling): ours, which covers them all, is taken first
+_OURS_FIRST = {"aten.adaptive_max_pool2d.default"}
 
 
 def store_lowerings() -> dict:
@@ -466,8 +471,44 @@ def store_lowerings() -> dict:
         picked = aten.index.Tensor(source.reshape(-1), [at])
         return torch.where(keep, picked, self.expand(shape).reshape(-1)).view(shape)
 
+    def adaptive_max_pool2d(input, output_size):
+        h_in, w_in = input.shape[-2], input.shape[-1]
+        h_out, w_out = output_size
+        if h_in % h_out == 0 and w_in % w_out == 0:  # even windows: a max pool (PyTorch's own)
+            return aten.max_pool2d_with_indices.default(input, [h_in // h_out, w_in // w_out])
+        # windows [floor(o I / O), ceil((o + 1) I / O)), read as (O, K) positions (K the longest,
+        # positions past a window's end masked to -inf), then one max over each window's K_h K_w
+        def windows(size, out):  # window positions, clamped into the input, and which are real
+            k = max(-(-(o + 1) * size // out) - o * size // out for o in range(out))
+            o = torch.arange(out, device=input.device, dtype=torch.float64)  # exact: no integer division
+            start = torch.floor(o * size / out).to(torch.int64).unsqueeze(1)
+            end = torch.ceil((o + 1) * size / out).to(torch.int64).unsqueeze(1)
+            pos = start + torch.arange(k, device=input.device).unsqueeze(0)
+            return k, torch.clamp(pos, max=size - 1), pos < end
+
+        k_h, pos_h, ok_h = windows(h_in, h_out)
+        k_w, pos_w, ok_w = windows(w_in, w_out)
+        lead = [None] * (input.dim() - 2)
+        picked = aten.index.Tensor(input, lead + [pos_h.view(h_out, 1, k_h, 1), pos_w.view(1, w_out, 1, k_w)])
+        ok = ok_h.view(h_out, 1, k_h, 1) & ok_w.view(1, w_out, 1, k_w)
+        picked = torch.where(ok, picked, float("-inf")).reshape(*input.shape[:-2], h_out, w_out, k_h * k_w)
+        values, k = aten.max.dim(picked, -1)  # the first maximum in window order, as PyTorch
+        # the maximum's flat index in the input plane, looked up from the window position
+        flat = (pos_h.view(h_out, 1, k_h, 1) * w_in + pos_w.view(1, w_out, 1, k_w)).reshape(h_out, w_out, k_h * k_w)
+        flat = flat.expand(*input.shape[:-2], h_out, w_out, k_h * k_w)
+        return values, aten.gather.default(flat, -1, k.unsqueeze(-1)).squeeze(-1)
+
+    def copy(self, src, non_blocking=False):
+        # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
+        # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
+        if src.dtype != self.dtype:
+            src = aten._to_copy.default(src, dtype=self.dtype)
+        return aten.clone.default(src.expand(self.shape))
+
     return {aten._embedding_bag.default: embedding_bag, aten.index_reduce.default: index_reduce,
-            aten.put.default: put, aten.masked_scatter.default: masked_scatter}
+            aten.copy.default: copy,
+            aten.put.default: put, aten.masked_scatter.default: masked_scatter,
+            aten.adaptive_max_pool2d.default: adaptive_max_pool2d}
 
 
 def _covered(g: Graph) -> Counter:

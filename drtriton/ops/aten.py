@@ -233,12 +233,13 @@ def _avg_pool(name: str, n: int):
                          "divisor_override"],
                   {"stride": [], "padding": 0, "ceil_mode": False, "count_include_pad": True,
                    "divisor_override": None})
-        if a["divisor_override"] is not None:
-            return None
         k = _listify(a["kernel_size"], n)
-        return name, {"kernel_size": k, "stride": _listify(a["stride"], n) or k,
-                      "padding": _listify(a["padding"], n), "ceil_mode": bool(a["ceil_mode"]),
-                      "count_include_pad": bool(a["count_include_pad"])}
+        attrs = {"kernel_size": k, "stride": _listify(a["stride"], n) or k,
+                 "padding": _listify(a["padding"], n), "ceil_mode": bool(a["ceil_mode"]),
+                 "count_include_pad": bool(a["count_include_pad"])}
+        if a["divisor_override"] is not None:  # every window's sum divided by this (not its size)
+            attrs["divisor_override"] = int(a["divisor_override"])
+        return name, attrs
     return m
 
 
@@ -323,7 +324,11 @@ def _reduce(name: str, single_axis: bool = False):
             return None
         dims = _dims(a, values)
         if single_axis and a["dim"] is None:
-            return None
+            if name not in ("argmax", "argmin"):
+                return None
+            # argmax(x) without dim: the index into x flattened, i.e. over every axis (adjacent,
+            # so the rows template's reduced block is all of x and its index the flat one)
+            return name, {"dim": dims, "keepdim": bool(a["keepdim"])}
         return name, {"dim": dims[0] if single_axis else dims, "keepdim": bool(a["keepdim"])}
     return m
 
@@ -734,6 +739,8 @@ MATCHERS: dict[str, Callable] = {
     "aten.linalg_vector_norm.default": _vector_norm,
     "aten.cumsum.default": _scan("cumsum"),
     "aten.cumprod.default": _scan("cumprod"),
+    "aten.logcumsumexp.default": _scan("logcumsumexp"),
+    "aten.cummax.default": _scan("cummax"), "aten.cummin.default": _scan("cummin"),
     "aten.sort.default": _sort, "aten.sort.stable": _sort, "aten.topk.default": _topk,
     "aten.kthvalue.default": _kthvalue, "aten.median.default": _median("median"), "aten.median.dim": _median("median"),
     "aten.nanmedian.default": _median("nanmedian"), "aten.nanmedian.dim": _median("nanmedian"),

@@ -150,6 +150,17 @@ SCANS = (
     _op("cumprod", "scan", _along_rule(1, _short), "torch.cumprod({x}, dim={dim})",
         "running product along a short axis", attrs=(Axis("dim"),), value_range=ranges.product,
         fns=("torch.cumprod",), methods=("cumprod",)),
+    # log(cumsum(exp(x))) without overflow: a scan whose combine is a stable log-add-exp
+    _op("logcumsumexp", "scan", _along_rule(4), "torch.logcumsumexp({x}, dim={dim})",
+        "running log-sum-exp along an axis", attrs=(Axis("dim"),), value_range=ranges.unbounded,
+        fns=("torch.logcumsumexp",), methods=("logcumsumexp",), drawn=False),
+    # the running maximum (minimum) and, second output, where it was (the latest of equal ones)
+    _op("cummax", "scan", _along_rule(1), "torch.cummax({x}, dim={dim})[0]",
+        "running maximum along an axis (values; indices second)", attrs=(Axis("dim"),),
+        value_range=ranges.same_as_input, fns=("torch.cummax",), methods=("cummax",), drawn=False),
+    _op("cummin", "scan", _along_rule(1), "torch.cummin({x}, dim={dim})[0]",
+        "running minimum along an axis (values; indices second)", attrs=(Axis("dim"),),
+        value_range=ranges.same_as_input, fns=("torch.cummin",), methods=("cummin",), drawn=False),
 )
 
 SOFTMAX = (

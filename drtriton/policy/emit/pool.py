@@ -270,6 +270,8 @@ def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs, indices=False) 
         body.append("res = acc")
         if indices:
             body.append("res_i = acc_i")
+    elif attrs.get("divisor_override"):  # PyTorch divides every window's sum by it
+        body.append(f"res = acc / {float(attrs['divisor_override'])!r}  # divisor_override")
     elif (attrs["count_include_pad"] or not any(p)) and not attrs["ceil_mode"]:
         body.append(f"res = acc / {math.prod(k)}.0  # every window lies inside the (padded) input")
     else:

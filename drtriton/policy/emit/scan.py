@@ -12,13 +12,29 @@ the kernel then reads (or writes) the axis backwards, instead of PyTorch copying
 
 from __future__ import annotations
 
+import math
+
 from ...capture import Node
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, stored_values
 from . import autotune, input_launch, pow2
 
-SCANS = {"cumsum", "cumprod"}
+SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
+#: scans of (value, index) pairs: the running extreme and where it was
+INDEXED = {"cummax": ">=", "cummin": "<="}
+# their combine, as PyTorch: a later element takes over when it is NaN or, the kept one not NaN,
+# at least as large (small); an index of -1 (the tail past R, the carry's start) is the identity
+_EXTREME = """@triton.jit
+def _{name}(v1, i1, v2, i2):
+    take = (i1 < 0) | ((i2 >= 0) & ((v2 != v2) | ((v1 == v1) & (v2 {cmp} v1))))
+    return tl.where(take, v2, v1), tl.where(take, i2, i1)"""
+# logcumsumexp's combine: log(exp(a) + exp(b)) from the larger one, so nothing overflows
+_LAE = """@triton.jit
+def _lae(a, b):
+    hi = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    return tl.where((lo == float("-inf")) | (hi == float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))"""
 _SCANNABLE = {"torch.float32", "torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
 FLIP = "aten.flip.default"
 
@@ -46,7 +62,7 @@ def absorb_flips(program: Program, frags: list[Fragment]) -> list[Fragment]:
         return frag if frag is not None and frag.kind in ("torch", "indexing") and len(frag.nodes) == 1 else None
 
     for frag in frags:
-        if frag.kind != "scan" or frag.anchor.op not in SCANS:
+        if frag.kind != "scan" or frag.anchor.op not in SCANS - set(INDEXED):  # indices: in order
             continue
         axis = frag.anchor.attrs["dim"]
         x = program.inputs_of(frag.anchor)[0]
@@ -97,9 +113,16 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     params = (pro.params() if frag.prologue else ["x_ptr"]) + epi.params() + [f"{o}_out" for o in outs]
     params += ["R", "I"] + (sizes if frag.prologue or frag.epilogue else [])
 
-    combine = "tl.cumsum(xv, axis=0)" if op == "cumsum" else "tl.associative_scan(xv, 0, _mul)"
-    total = "tl.sum(xv, axis=0)" if op == "cumsum" else "tl.reduce(xv, 0, _mul)"
-    neutral = ("0" if op == "cumsum" else "1") + (".0" if acc == "tl.float32" else "")
+    if op in INDEXED:
+        return _emit_indexed(program, frag, names, device)
+    if op == "logcumsumexp" and acc != "tl.float32":
+        raise Unsupported(f"logcumsumexp into {program.values[out].dtype}")
+    combine = {"cumsum": "tl.cumsum(xv, axis=0)", "cumprod": "tl.associative_scan(xv, 0, _mul)",
+               "logcumsumexp": "tl.associative_scan(xv, 0, _lae)"}[op]
+    total = {"cumsum": "tl.sum(xv, axis=0)", "cumprod": "tl.reduce(xv, 0, _mul)",
+             "logcumsumexp": "tl.reduce(xv, 0, _lae)"}[op]
+    neutral = {"cumsum": "0", "cumprod": "1", "logcumsumexp": 'float("-inf")'}[op]
+    neutral += ".0" if acc == "tl.float32" and op != "logcumsumexp" else ""
     fold = "+" if op == "cumsum" else "*"
     body = [
         "o = tl.program_id(0).to(tl.int64)",
@@ -127,6 +150,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     loop += [f"xv = tl.where(mask, xv.to({acc}), {neutral})  # the tail past R must not reach the carry",
              f"res = {combine} {fold} carry[None, :]",
              f"carry = carry {fold} {total}"]
+    if op == "logcumsumexp":  # the carry joins through the combine, not an operator
+        loop[-2:] = [f"res = _lae({combine}, carry[None, :])", f"carry = _lae(carry, {total})"]
     env = {out: "res"}
     loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     if flip_out:
@@ -150,7 +175,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     else:
         tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": 1, "num_warps": w}
                  for r, w in ((1024, 4), (2048, 8), (512, 4))]
-    helpers = [] if op == "cumsum" else ["@triton.jit\ndef _mul(a, b):\n    return a * b"]
+    helpers = {"cumsum": [], "cumprod": ["@triton.jit\ndef _mul(a, b):\n    return a * b"],
+               "logcumsumexp": [_LAE]}[op]
     direction = " backwards" if flip_in and flip_out else (", read reversed" if flip_in else
                                                            (", written reversed" if flip_out else ""))
     kernel = autotune(tiles, ["R", "I"], device) + [
@@ -173,3 +199,84 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
     lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
     return Emitted(helpers + ["\n".join(kernel)], lines)
+
+
+def _emit_indexed(program: Program, frag: Fragment, names: Names, device: str) -> Emitted:
+    """cummax / cummin: a scan of (value, index) pairs, the carry a pair too."""
+    node = frag.anchor
+    op = node.op
+    x = program.inputs_of(node)[0]
+    xs = list(program.values[x].shape)
+    if program.values[x].dtype != "torch.float32":
+        raise Unsupported(f"{op} of {program.values[x].dtype}")
+    if len(frag.nodes) > 1 + len(frag.prologue) + len(frag.epilogue):
+        raise Unsupported(f"{op} with flips")
+    out, idx = node.outputs[0], (node.outputs[1] if len(node.outputs) > 1 else None)
+    rank, axis = len(xs), node.attrs["dim"]
+    stores = stored_values(program, frag, xs)
+    pro = PointwiseBlock(program, frag.prologue, xs, reserved={"x_ptr"})
+    epi = PointwiseBlock(program, frag.epilogue, xs, known={out, idx} - {None},
+                         reserved={"x_ptr"} | set(pro.params()))
+    name = names.kernel(frag.label)
+    outs = [program.expr(o) for o in stores]
+    sizes = [f"xsize{d}" for d in range(1, rank)]
+    params = (pro.params() if frag.prologue else ["x_ptr"]) + epi.params() + [f"{o}_out" for o in outs]
+    params += ["R", "I"] + (sizes if frag.prologue or frag.epilogue else [])
+    neutral = 'float("-inf")' if op == "cummax" else 'float("inf")'
+    fn = f"_{op}"
+    body = [
+        "o = tl.program_id(0).to(tl.int64)",
+        "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
+        "col_mask = cols < I",
+        "base = o * R * I",
+        "# the extreme of the steps before and its index, per column (-1: none yet)",
+        f"carry = tl.full((BLOCK_I,), {neutral}, tl.float32)",
+        "carry_i = tl.full((BLOCK_I,), -1, tl.int64)",
+        "for q0 in range(0, R, BLOCK_R):",
+        "    q = q0 + tl.arange(0, BLOCK_R)  # positions along the axis",
+        "    mask = (q[:, None] < R) & col_mask[None, :]",
+        "    offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
+    ]
+    loop = []
+    if frag.prologue:
+        env: dict[str, str] = {}
+        loop += pro.emit(IndexSpace(rank, "offs", "mask", sizes), env)
+        loop.append(f"xv = {env[x]}")
+    else:
+        loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0)")
+    loop += [f"xv = tl.where(mask, xv.to(tl.float32), {neutral})",
+             "qi = tl.where(mask, q[:, None].to(tl.int64), -1)  # the tail past R: the identity",
+             f"sv, si = tl.associative_scan((xv, qi), 0, {fn})",
+             f"res, res_i = {fn}(carry[None, :], carry_i[None, :], sv, si)",
+             f"tv, ti = tl.reduce((xv, qi), 0, {fn})",
+             f"carry, carry_i = {fn}(carry, carry_i, tv, ti)"]
+    env = {out: "res", **({idx: "res_i"} if idx else {})}
+    loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
+    loop += [f"tl.store({o}_out + offs, {env[v]}, mask=mask)" for o, v in zip(outs, stores)]
+    body += [f"    {line}" for line in loop]
+    O, R, I = math.prod(xs[:axis]), xs[axis], math.prod(xs[axis + 1:])
+    if I > 1:
+        tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
+                 for r, i, w in ((32, 64, 4), (16, 128, 4))]
+    else:
+        tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": 1, "num_warps": w} for r, w in ((1024, 4), (512, 4))]
+    kernel = autotune(tiles, ["R", "I"], device) + [
+        "@triton.jit",
+        f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
+        f"    # {op} along axis {axis}: X viewed as (O, R, I) = ({O}, {R}, {I}) at capture; a program",
+        "    # per (o, strip of I) scans (value, index) pairs a tile at a time, carrying the extreme so far",
+        *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
+        *(f"    {line}" for line in body),
+    ]
+    lines = [f"# {frag.label}: Triton, {op}{' fused' if len(frag.nodes) > 1 else ''}"]
+    pre, dev, args = input_launch(program, pro if frag.prologue else None, x)
+    lines += pre
+    lines.append(f"_O, _R, _I = math.prod(_xs[:{axis}]), _xs[{axis}], math.prod(_xs[{axis + 1}:])")
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype={program.values[v].dtype})")
+    pre, a = epi.launch_args(f"{outs[0]}.shape")
+    lines += pre
+    args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
+    lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+    helper = _EXTREME.format(name=op, cmp=INDEXED[op])
+    return Emitted([helper, "\n".join(kernel)], lines)

@@ -1,0 +1,49 @@
+"""Common operators OpInfo found running in PyTorch although the vocabulary has their family
+(benchmarks/opinfo.py, issue 16), end to end on CPU: capture -> BuiltinPolicy -> the Verifier under
+the Triton interpreter. Each case failed before its fix:
+
+- argmax / argmin without `dim` (the index into the flattened input; also keepdim and a 0-d input):
+  the matcher required a dim;
+- avg_pool2d/3d with divisor_override: the matcher refused it (now an attribute of the template);
+- adaptive_max_pool1d/2d with windows that do not divide the input (PyTorch's decomposition leaves
+  them whole): lowered to a window gather, a masked max with its indices and a gather of the flat index;
+- logcumsumexp: a vocabulary scan whose combine is a stable log-add-exp;
+- cummax / cummin: vocabulary scans of (value, index) pairs;
+- aten.copy (functionalised `copy_`: diff with n=0, F.pad circular): lowered to src cast to self's
+  dtype, broadcast to its shape and cloned.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from test_policy_pool_scan_loss import check, source  # noqa: E402
+
+CASES = [
+    ("torch.argmax(x)", "torch.randn(4, 6)", "argmax"),
+    ("torch.argmin(x, keepdim=True)", "torch.randn(3, 5, 4)", "argmin"),
+    ("torch.argmax(x[0, 0])", "torch.randn(2, 3)", "argmax"),  # a 0-d input
+    ("F.avg_pool2d(x, 3, 1, 1, True, False, 2)", "torch.randn(2, 3, 7, 6)", "avg_pool2d"),
+    ("F.avg_pool3d(x, 2, 2, 0, False, True, 3)", "torch.randn(2, 2, 6, 5, 4)", "avg_pool3d"),
+    ("F.adaptive_max_pool2d(x, (2, 3))", "torch.randn(2, 3, 5, 7)", "max"),
+    ("F.adaptive_max_pool2d(x, (3, 2), True)", "torch.randn(3, 7, 5)", "max"),  # unbatched, indices
+    ("F.adaptive_max_pool1d(x, 3, True)", "torch.randn(2, 4, 8)", "max"),
+    # ties (the latest index of equal values, as PyTorch), an axis longer than one tile (the carry)
+    ("torch.cummax(x, 1)", "torch.randint(0, 4, (3, 9, 5)).float()", "cummax"),
+    ("torch.cummin(x, -1)", "torch.randint(0, 50, (2, 1500)).float()", "cummin"),
+    ("torch.cummin(x, 1)", "torch.where(torch.rand(4, 30) < 0.2, float('nan'), torch.randn(4, 30))", "cummin"),  # NaN
+    ("(lambda r: r[0] * 2 + r[1])(torch.cummax(x, 0))", "torch.randn(40, 3)", "cummax"),  # an epilogue
+    # a functional copy (diff with n=0 is zeros_like(x).copy_(x)): a clone of src
+    ("torch.diff(x, 0, 1) * 2.0", "torch.randn(3, 4)", "mul_scalar"),
+    ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
+    ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
+     "logcumsumexp"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op", CASES, ids=[c[0] for c in CASES])
+def test_common_op_gaps(cpu_verifier, expr, inputs, op):
+    check(cpu_verifier, source(expr, inputs), [op])
