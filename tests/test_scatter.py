@@ -6,63 +6,21 @@ verifier can change it (its second input configuration)."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
-from drtriton.capture import capture_module  # noqa: E402
 from drtriton.policy.builtin import BuiltinPolicy  # noqa: E402
 from drtriton.policy.emit import Names, Unsupported, scatter  # noqa: E402
 from drtriton.policy.program import Program  # noqa: E402
-from drtriton.problem import from_source  # noqa: E402
-
-TEMPLATE = """
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-{init}
-
-    def forward(self, {args}):
-        return {expr}
-
-
-def get_inputs():
-    return [{inputs}]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-def source(expr: str, inputs: str, args: str, init: str = "") -> str:
-    init = "\n".join(f"        {line}" for line in init.splitlines()) if init else "        pass"
-    return TEMPLATE.format(expr=expr, inputs=inputs, args=args, init=init)
-
-
-def capture(src: str):
-    problem = from_source(src, name="case")
-    ns: dict = {}
-    exec(problem.source, ns)
-    with warnings.catch_warnings(), torch.device("meta"):
-        warnings.simplefilter("ignore")
-        model = ns[problem.class_name]()
-        graph = capture_module(model, list(ns[problem.inputs_fn]()))
-    return problem, graph
+from test_policy_pool_scan_loss import capture, source  # noqa: E402
 
 
 def check(verifier, src: str, triton: list[str], mode: str = "strict", second: bool = True):
     """The first candidate is correct, runs the named fragments in Triton and, with `second`,
     was also checked on the verifier's other batch size."""
-    problem, graph = capture(src)
+    problem, graph, _ = capture(src)
     cand = next(iter(BuiltinPolicy("cpu").candidates(problem, graph, mode)), None)
     assert cand is not None, f"no {mode} candidate"
     for label in triton:
@@ -194,14 +152,14 @@ def test_what_has_no_atomic_stays_pytorch(cpu_verifier):
     """prod (no atomic multiply) is Unsupported in strict mode; mixed mode keeps it in PyTorch and
     the rest in Triton."""
     expr = "torch.relu(torch.scatter_reduce(x, 1, i, s, 'prod'))"
-    problem, graph = capture(source(expr, SCATTER_INPUTS, "x, i, s"))
+    problem, graph, _ = capture(source(expr, SCATTER_INPUTS, "x, i, s"))
     assert next(iter(BuiltinPolicy("cpu").candidates(problem, graph, "strict")), None) is None
     cand = check(cpu_verifier, source(expr, SCATTER_INPUTS, "x, i, s"), ["relu"], mode="mixed", second=False)
     assert any("atomic multiply" in note for note in cand.notes), cand.notes
 
 
 def _anchor(expr: str, inputs: str, args: str):
-    problem, graph = capture(source(expr, inputs, args))
+    problem, graph, _ = capture(source(expr, inputs, args))
     program = Program(graph)
     frag = next(f for f in program.fragments() if f.anchor is not None and f.anchor.op in ("scatter", "index_put"))
     return program, frag
