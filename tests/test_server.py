@@ -634,14 +634,14 @@ FLIP = textwrap.dedent('''\
 
 
     class RunningMax(nn.Module):
-        """The built-in policy has no template for cummax: only the model can convert it."""
+        """The built-in policy's cummax takes float32 only: in float64 only the model converts it."""
 
         def forward(self, x):
             return torch.cummax(x, dim=1).values
 
 
     def get_inputs():
-        return [torch.rand(4, 8)]
+        return [torch.rand(4, 8, dtype=torch.float64)]
 ''')
 
 FLIP_REPLY = '''Here is the Triton version.
