@@ -131,7 +131,7 @@ def test_long_rows_fall_back_in_mixed_mode(cpu_verifier):
     """A row longer than one program sorts: Unsupported in strict mode (said why); mixed mode
     keeps the sort in PyTorch and the rest in Triton."""
     src = source("torch.relu(torch.sort(x, dim=-1)[0])", "torch.randn(2, 5000)", "x")
-    problem, graph = capture(src)
+    problem, graph, _ = capture(src)
     program = Program(graph)
     frag = next(f for f in program.fragments(fuse=False) if f.kind == "sort")
     with pytest.raises(Unsupported, match="at most 4096"):
@@ -143,7 +143,7 @@ def test_long_rows_fall_back_in_mixed_mode(cpu_verifier):
 
 
 def test_unsupported_dtypes_are_said():
-    problem, graph = capture(source("torch.sort(x, dim=-1)", "torch.randint(0, 9, (4, 6))", "x"))
+    problem, graph, _ = capture(source("torch.sort(x, dim=-1)", "torch.randint(0, 9, (4, 6))", "x"))
     program = Program(graph)
     frag = next(f for f in program.fragments() if f.kind == "sort")
     with pytest.raises(Unsupported, match="torch.int64 sort with its indices"):
