@@ -188,6 +188,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    {line}" for line in body),
     ]
 
+    lines = _launch(program, frag, op, axis, pro, src, epi, outs, stores, name)
+    return Emitted(helpers + ["\n".join(kernel)], lines)
+
+
+def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi, outs: list[str],
+            stores: list[str], name: str) -> list[str]:
+    """Forward's lines for a scan: the input, X viewed as (O, R, I) along `axis`, the outputs,
+    and one program per (o, strip of I)."""
     lines = [f"# {frag.label}: Triton, {op}{' fused' if len(frag.nodes) > 1 else ''}"]
     pre, dev, args = input_launch(program, pro if frag.prologue else None, src)
     lines += pre
@@ -198,7 +206,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines += pre
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
     lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
-    return Emitted(helpers + ["\n".join(kernel)], lines)
+    return lines
 
 
 def _emit_indexed(program: Program, frag: Fragment, names: Names, device: str) -> Emitted:
@@ -268,15 +276,6 @@ def _emit_indexed(program: Program, frag: Fragment, names: Names, device: str) -
         *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
         *(f"    {line}" for line in body),
     ]
-    lines = [f"# {frag.label}: Triton, {op}{' fused' if len(frag.nodes) > 1 else ''}"]
-    pre, dev, args = input_launch(program, pro if frag.prologue else None, x)
-    lines += pre
-    lines.append(f"_O, _R, _I = math.prod(_xs[:{axis}]), _xs[{axis}], math.prod(_xs[{axis + 1}:])")
-    for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype={program.values[v].dtype})")
-    pre, a = epi.launch_args(f"{outs[0]}.shape")
-    lines += pre
-    args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
-    lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+    lines = _launch(program, frag, op, axis, pro, x, epi, outs, stores, name)
     helper = _EXTREME.format(name=op, cmp=INDEXED[op])
     return Emitted([helper, "\n".join(kernel)], lines)
