@@ -3,6 +3,7 @@
 # in one mode, each folder a bench run with its own time limit, merged into one report.
 #
 #   OUT=results bash benchmarks/corpus_gpu.sh mixed 20 [folders...]
+#   EXTRA=--cuda-graph ... also times each plan replayed as a CUDA graph (reported apart)
 #
 # Writes $OUT/corpus-<mode>.md, .json (summary) and .jsonl (verdicts).
 set -u
@@ -20,7 +21,7 @@ runs=()
 for folder in $FOLDERS; do
     started=$(date +%s)
     timeout "${FOLDER_LIMIT:-240}" python3 -m drtriton.cli bench "$WORK/corpus/$folder" --policy builtin --mode "$MODE" \
-        --budget "$BUDGET" --workers "${WORKERS:-4}" --device cuda --out "$WORK/$folder" 2>&1 | grep -v "^\.\.\." | tail -n 60
+        --budget "$BUDGET" --workers "${WORKERS:-4}" --device cuda --out "$WORK/$folder" ${EXTRA:-} 2>&1 | grep -v "^\.\.\." | tail -n 60
     finished=$(cat "$WORK/$folder/verdicts.jsonl" 2>/dev/null | wc -l)
     echo "== corpus/$folder ($MODE): $finished of $(ls corpus/$folder/*.py | wc -l) problems finished in $(( $(date +%s) - started )) s"
     [ -s "$WORK/$folder/verdicts.jsonl" ] && runs+=("$WORK/$folder")

@@ -179,6 +179,13 @@ def summarize(entries: list[BenchEntry]) -> dict:
         summary[f"fast_p_{baseline}_heavy_in_triton"] = _fast_p(own, len(heavy_in_triton), n)
         summary[f"geomean_speedup_{baseline}"] = _geomean(timed)
         summary[f"timed_{baseline}"] = len(timed)
+    graphs = [e.verdict.graph for e in entries if e.correct and e.verdict.graph]
+    if graphs:  # the CUDA-graph option (VerifyConfig.cuda_graph)
+        summary["graph_asked"] = len(graphs)
+        summary["graph_timed"] = sum(g.candidate is not None for g in graphs)
+        for baseline in ("eager", "compile"):
+            summary[f"geomean_speedup_graph_{baseline}"] = _geomean(
+                [x for g in graphs if (x := getattr(g, f"speedup_{baseline}")) is not None])
     times = sorted(e.verdict.elapsed_s for e in entries if e.verdict)
     summary["median_verify_s"] = times[len(times) // 2] if times else None
     searches = sorted(e.search_s for e in entries if e.search_s is not None)
@@ -205,6 +212,11 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
                          f"{summary['fast_p_compile_heavy_in_triton'][str(p)]:.1%} |")
     lines.append(f"| geomean speedup (correct, timed) | {_fmt(summary['geomean_speedup_eager'], '.2f', 'x')} | "
                  f"{_fmt(summary['geomean_speedup_compile'], '.2f', 'x')} |")
+    if summary.get("graph_asked"):
+        lines.append(f"| replayed as CUDA graphs (option; vs torch.compile mode='reduce-overhead'), "
+                     f"{summary['graph_timed']} of {summary['graph_asked']} captured | "
+                     f"{_fmt(summary['geomean_speedup_graph_eager'], '.2f', 'x')} | "
+                     f"{_fmt(summary['geomean_speedup_graph_compile'], '.2f', 'x')} |")
     if "median_search_s" in summary:
         lines.append(f"\nSearch time per problem: median {summary['median_search_s']:.1f} s, "
                      f"total {summary['total_search_s']:.0f} s.")
@@ -217,6 +229,11 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
             lines.append(f"| {e.problem.name} | missing | - | - | - | - | - | {why.replace('|', '/')[:160]} |")
             continue
         reason = (v.reasons[0] if v.reasons else e.plan or "; ".join(v.flags)).replace("|", "/")[:160]
+        if v.graph:
+            g = v.graph
+            reason += (f" (CUDA graph: {_fmt(g.speedup_eager, '.2f', 'x')} vs eager, "
+                       f"{_fmt(g.speedup_compile, '.2f', 'x')} vs reduce-overhead)" if g.candidate
+                       else f" (CUDA graph: {g.note[:80]})").replace("|", "/")
         seconds = e.search_s if e.search_s is not None else v.elapsed_s
         lines.append(f"| {e.problem.name} | {e.status} | {_fmt(v.speedup_eager, '.2f', 'x')} | "
                      f"{_fmt(v.speedup_compile, '.2f', 'x')} | {_fmt(v.triton_share, '.0%')} | "

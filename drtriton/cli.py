@@ -32,6 +32,9 @@ def _device_args(p: argparse.ArgumentParser, search: bool = False) -> None:
                        help="strict: only Triton computes in forward; mixed: PyTorch ops allowed and reported")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="limit for each step of a check")
     p.add_argument("--workers", type=int, default=2, help="candidate worker processes")
+    p.add_argument("--cuda-graph", action="store_true",
+                   help="also time forward replayed as a CUDA graph (drtriton.cuda_graph.CUDAGraphed), "
+                        "beside torch.compile(mode='reduce-overhead'); reported apart (GPU)")
 
 
 def _make_verifier(args):
@@ -41,7 +44,7 @@ def _make_verifier(args):
         # (a search passes its mode with each check; auto starts strict)
         config = VerifyConfig(device=args.device, mode="strict" if args.mode == "auto" else args.mode,
                               timeout_s=args.timeout,
-                              workers=args.workers)
+                              workers=args.workers, cuda_graph=args.cuda_graph)
         return Verifier(config)
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -77,6 +80,12 @@ def format_verdict(v) -> str:
                      f"eager {t.eager.median_ms:.4f} ms"
                      + (f", torch.compile {t.compiled.median_ms:.4f} ms" if t.compiled else
                         f", torch.compile: {t.compile_note or 'not measured'}"))
+    if v.graph:
+        g = v.graph
+        lines.append("  replayed as a CUDA graph: " + (
+            f"{g.candidate.median_ms:.4f} ms, eager {g.eager.median_ms:.4f} ms"
+            + (f", torch.compile(mode='reduce-overhead') {g.compiled.median_ms:.4f} ms" if g.compiled else "")
+            if g.candidate else "") + (f"{'; ' if g.candidate else ''}{g.note}" if g.note else ""))
     if v.triton_kernels:
         lines.append(f"  Triton kernels: {', '.join(v.triton_kernels)}")
     if v.shapes_checked:

@@ -192,8 +192,15 @@ def markdown(report: Report) -> str:
         if v.gpu_busy is not None:
             line = (f"- GPU busy {v.gpu_busy:.0%} of a call ({v.kernels_total_ms:.3f} ms in kernels of "
                     f"{t.candidate.median_ms:.3f} ms)")
-            out.append(line + (": the rest is host work between kernels (the launches' Python)"
+            out.append(line + (": the rest is host work between kernels (the launches' Python), which "
+                               "replaying forward as a CUDA graph removes (drtriton.cuda_graph)"
                                if v.host_bound else ""))
+        g = v.graph
+        if g is not None:
+            out.append("- Replayed as a CUDA graph (an option): " + (
+                f"{g.candidate.median_ms:.4f} ms, {g.speedup_eager:.2f}x vs eager"
+                + (f", {g.speedup_compile:.2f}x vs torch.compile(mode='reduce-overhead')" if g.compiled else "")
+                if g.candidate else g.note) + (f"; {g.note}" if g.candidate and g.note else ""))
         if v.kernel_ms:
             out.append("- Heaviest kernels (ms a call): "
                        + ", ".join(f"{_cell(k)} {ms:.3f}" for k, ms in list(v.kernel_ms.items())[:6]))

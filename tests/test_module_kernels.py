@@ -4,7 +4,7 @@ model-written fragment (imports, a class, an instance, kernels) is kept whole, w
 
 import re
 
-from drtriton.policy.module import share_kernels
+from drtriton.policy.module import hoist_module_paths, share_kernels
 
 KERNEL = '''@triton.jit
 def {name}(x_ptr, {out}, n, BLOCK: tl.constexpr):
@@ -46,3 +46,15 @@ class {p}ModelNew(torch.nn.Module):
     second = chunk.format(p="_f2_", kernel=KERNEL.format(name="_f2_relu_kernel", out="out", val="v"))
     lines = ["a = _f1_module(x)", "b = _f2_module(a)"]
     assert share_kernels([first, second], lines) == ([first, second], lines)
+
+
+def test_shared_module_paths_are_looked_up_once_per_call():
+    """Paths where uses branch become locals at the top of forward; a path used once, or only
+    through one longer path, stays as it was; names that only contain `self` are left alone."""
+    lines = ["y = k[(1,)](x, self.net[0].bn.weight, self.net[0].bn.bias, self.net[1].conv.weight)",
+             "z = k[(1,)](y, self.head.fc.weight, self.head.fc.weight.shape[0], myself.net[0], self.training)"]
+    out = hoist_module_paths(lines)
+    assert out[1:4] == ["_path0 = self.net", "_path1 = self.head.fc", "_path2 = _path0[0].bn"]
+    assert out[4] == "y = k[(1,)](x, _path2.weight, _path2.bias, _path0[1].conv.weight)"
+    assert out[5] == "z = k[(1,)](y, _path1.weight, _path1.weight.shape[0], myself.net[0], self.training)"
+    assert hoist_module_paths(["y = f(self.a.b, x)"]) == ["y = f(self.a.b, x)"]

@@ -302,7 +302,11 @@ def test_batch_norm_eval_mode(cpu_verifier):
     problem, graph, _ = capture(source(expr, "torch.randn(4, 3, 5, 6) * 3 + 1", init=init))
     (bn,) = [n for n in graph.nodes if n.op == "batch_norm"]
     assert bn.attrs["training"] is False
-    check(cpu_verifier, source(expr, "torch.randn(4, 3, 5, 6) * 3 + 1", init=init), ["batch_norm, tanh"])
+    cand = check(cpu_verifier, source(expr, "torch.randn(4, 3, 5, 6) * 3 + 1", init=init), ["batch_norm, tanh"])
+    assert cand.source.count("@triton.jit") == 1  # scale and shift computed in the one kernel
+    plain = "F.batch_norm(x, self.rm, self.rv, training=False)"  # no weight, no bias
+    cand = check(cpu_verifier, source(plain, "torch.randn(4, 3, 5, 6) * 3 + 1", init=init), ["batch_norm"])
+    assert cand.source.count("@triton.jit") == 1
 
 
 # -- attention -----------------------------------------------------------------------------------

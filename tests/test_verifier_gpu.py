@@ -84,3 +84,66 @@ def test_large_problems_are_checked_with_the_gpu_memory_alone_while_others_share
     assert all(v.correct for v in verdicts), [v.reasons for v in verdicts]
     assert verdicts[0].settings.get("gpu_memory") == "alone"
     assert "gpu_memory" not in verdicts[1].settings
+
+
+# -- the CUDA-graph option -------------------------------------------------------------------------
+
+RELU_READS_THE_HOST = RELU_OK.replace("        n = x.numel()\n",
+                                      "        n = x.numel()\n        first = float(x.reshape(-1)[0].item())  # a host read\n")
+RELU_OTHER_WORK_WHEN_CAPTURED = RELU_OK.replace(
+    "        relu_kernel[(triton.cdiv(n, 8192),)](x, out, n, BLOCK=8192)\n",
+    "        if torch.cuda.is_current_stream_capturing():\n"
+    "            relu_kernel[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096)\n"
+    "        else:\n"
+    "            relu_kernel[(triton.cdiv(n, 8192),)](x, out, n, BLOCK=8192)\n")
+
+
+@pytest.fixture(scope="module")
+def graph_verifier():
+    from drtriton.verify import Verifier, VerifyConfig
+
+    v = Verifier(VerifyConfig(device="cuda", workers=1, timing_trials=30, cuda_graph=True))
+    yield v
+    v.close()
+
+
+def test_cuda_graph_replays_are_checked_and_timed_beside_reduce_overhead(graph_verifier):
+    import json
+
+    from drtriton.verify import Verdict
+
+    v = graph_verifier.verify(from_source(RELU, name="relu graph"), RELU_OK)
+    assert v.correct, v.reasons
+    g = v.graph
+    assert g is not None and g.candidate is not None, g
+    assert g.eager is not None and g.compiled is not None, g  # reduce-overhead timed in the same run
+    assert g.candidate.trials == 30 and g.speedup_eager > 0
+    assert "CUDA graph" in v.summary
+    assert Verdict.from_dict(json.loads(v.to_json())).graph == g
+
+
+@pytest.mark.parametrize("cand,why", [(RELU_READS_THE_HOST, "not capturable"),
+                                      (RELU_OTHER_WORK_WHEN_CAPTURED, "captured other launches")])
+def test_forward_that_cannot_be_replayed_gets_a_note_and_stays_correct(graph_verifier, cand, why):
+    v = graph_verifier.verify(from_source(RELU, name="relu graph"), cand)
+    assert v.correct, v.reasons  # the module itself is verified as usual
+    assert v.graph is not None and v.graph.candidate is None and why in v.graph.note, v.graph
+
+
+def test_cuda_graphed_replays_new_inputs_into_outputs_the_caller_keeps():
+    import torch
+
+    from drtriton.cuda_graph import CUDAGraphed
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU()).cuda()
+    graphed = CUDAGraphed(model)
+    with torch.no_grad():
+        x1, x2 = torch.randn(8, 64, device="cuda"), torch.randn(8, 64, device="cuda")
+        y1, y2 = graphed(x1), graphed(x2)  # capture, then a replay
+        assert len(graphed.graphs) == 1
+        torch.testing.assert_close(y1, model(x1))
+        torch.testing.assert_close(y2, model(x2))  # y1 not overwritten by the replay either
+        assert graphed(torch.randn(3, 64, device="cuda")).shape == (3, 64)
+        assert len(graphed.graphs) == 2  # a new input signature, a new graph
+    with pytest.raises(RuntimeError, match="inference only"):
+        graphed(torch.randn(5, 64, device="cuda"))

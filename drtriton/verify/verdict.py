@@ -115,6 +115,32 @@ class Timings:
 
 
 @dataclass
+class GraphTimings:
+    """The CUDA-graph option (`drtriton.cuda_graph`): the verified forward captured once and
+    replayed, timed in a run of its own beside eager and torch.compile(mode="reduce-overhead"),
+    replays checked against the reference. `note` says why there is no timing (forward could not
+    be captured, or its replays computed something else) or what else happened."""
+
+    candidate: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None  # torch.compile(mode="reduce-overhead"): CUDA graphs too
+    note: str = ""
+
+    @property
+    def speedup_eager(self) -> float | None:
+        return self.eager.median_ms / self.candidate.median_ms if self.candidate and self.eager else None
+
+    @property
+    def speedup_compile(self) -> float | None:
+        return self.compiled.median_ms / self.candidate.median_ms if self.candidate and self.compiled else None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GraphTimings":
+        return cls(**{k: Timing(**d[k]) if d.get(k) else None for k in ("candidate", "eager", "compiled")},
+                   note=d.get("note", ""))
+
+
+@dataclass
 class Verdict:
     correct: bool
     status: str
@@ -139,6 +165,7 @@ class Verdict:
     # the input configurations checked, each the shapes of the tensor inputs: get_inputs()'s,
     # then (full checks) one with another leading dimension, where the reference takes it
     shapes_checked: list[list[list[int]]] = field(default_factory=list)
+    graph: GraphTimings | None = None  # asked for with VerifyConfig.cuda_graph (GPU only)
 
     @property
     def triton_computes(self) -> bool:
@@ -184,6 +211,8 @@ class Verdict:
             parts.append(f"{self.triton_share:.0%} of GPU time in Triton")
         if self.speed_note:
             parts.append(f"speed {self.speed_note}")
+        if self.graph and self.graph.speedup_eager is not None:
+            parts.append(f"replayed as a CUDA graph {self.graph.speedup_eager:.2f}x vs eager")
         if self.pytorch_ops:
             ops = sorted(self.pytorch_ops.items(), key=lambda kv: -kv[1])
             shown = ", ".join(k.split(".")[0] for k, _ in ops[:4]) + (", ..." if len(ops) > 4 else "")
@@ -211,5 +240,7 @@ class Verdict:
                 replayed=Timing(**t["replayed"]) if t.get("replayed") else None,
                 outputs_checked=t.get("outputs_checked", 0),
             )
+        if d.get("graph"):
+            d["graph"] = GraphTimings.from_dict(d["graph"])
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})

@@ -30,7 +30,7 @@ from ..problem import Problem
 from . import verdict as V
 from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
 from .static import check_source
-from .verdict import Timing, Timings, Trial, Verdict, launched_kernel
+from .verdict import GraphTimings, Timing, Timings, Trial, Verdict, launched_kernel
 
 NO_CUDA = "not measured (no CUDA device)"
 INPUT_SETS_BUDGET_BYTES = 12 << 30
@@ -63,6 +63,9 @@ class VerifyConfig:
     training: bool | None = None
     isolate_network: bool = True
     gpus: str | None = None  # which GPUs the workers use (CUDA_VISIBLE_DEVICES), e.g. not training's
+    # also time forward replayed as a CUDA graph (drtriton.cuda_graph), beside
+    # torch.compile(mode="reduce-overhead"): Verdict.graph (GPU, full checks only)
+    cuda_graph: bool = False
 
     def __post_init__(self):
         if self.mode not in ("strict", "mixed"):
@@ -387,6 +390,9 @@ class _Check:
             if self.cuda:
                 self.progress("timing against eager and torch.compile")
                 self.time(prep)
+                if self.config.cuda_graph and not self.quick:
+                    self.progress("timing forward replayed as a CUDA graph")
+                    self.time_graph()
             else:
                 v.speed_note = NO_CUDA
             for i in range(self.config.after_timing_trials):
@@ -606,12 +612,33 @@ class _Check:
         )
         return t, timings
 
-    def check_timed_outputs(self, checks: list[dict], calls: int) -> None:
-        """Compare the timed calls the worker picked at random with the reference on the same
-        inputs: a candidate that computes something else while it is timed (it noticed, or
-        returns what it remembered) is rejected."""
-        if not checks:  # none picked this run (each call is picked by chance): nothing shared
-            return
+    def time_graph(self) -> None:
+        """The CUDA-graph option, after the verified timing: a note instead of timings where
+        forward cannot be captured or its replays disagree with the reference."""
+        c, v = self.config, self.verdict
+        request = {"op": "time_graph", "seed": secrets.randbits(62), "trials": c.timing_trials,
+                   "warmup": c.timing_warmup, "launches": self.launches, "compile": True}
+        with self.verifier.gpu.exclusive():
+            t = self.candidate_call(request, timeout=c.compile_timeout_s + c.timeout_s)
+        if "timings" not in t:
+            v.graph = GraphTimings(note=t["note"])
+        elif not t["checks"]:  # each replay is picked by chance: rarely none
+            self.candidate_call({"op": "release"})
+            v.graph = GraphTimings(note="no replay was picked for checking: not reported")
+        else:
+            wrong = self.timed_mismatch(t["checks"])
+            raw = t["timings"]
+            v.graph = (GraphTimings(note=f"replay {wrong['call'] + 1} disagreed with the reference "
+                                         f"({wrong.get('note') or 'mismatch'}): forward depends on values read on "
+                                         "the host, which a graph does not read again") if wrong else
+                       GraphTimings(**{k: Timing(**raw[name]) for k, name in
+                                       (("candidate", "graph"), ("eager", "eager"), ("compiled", "compiled"))
+                                       if name in raw}, note=t["note"]))
+        self.phase_done("cuda graph")
+
+    def timed_mismatch(self, checks: list[dict]) -> dict | None:
+        """The first timed output the worker kept that disagrees with the reference on the same
+        inputs (its call and note), or None."""
         try:
             with self.verifier.gpu.shared():
                 reply = self.reference_call({"op": "check_timed", "key": self.problem.key, "calls": checks},
@@ -621,7 +648,15 @@ class _Check:
         if reply.get("unchecked"):
             self.verdict.flags.append(f"{reply['unchecked']} of {len(checks)} picked timed outputs not compared "
                                       "(the reference ran out of memory)")
-        wrong = next((r for r in reply["results"] if not r["passed"]), None)
+        return next((r for r in reply["results"] if not r["passed"]), None)
+
+    def check_timed_outputs(self, checks: list[dict], calls: int) -> None:
+        """Compare the timed calls the worker picked at random with the reference on the same
+        inputs: a candidate that computes something else while it is timed (it noticed, or
+        returns what it remembered) is rejected."""
+        if not checks:  # none picked this run (each call is picked by chance): nothing shared
+            return
+        wrong = self.timed_mismatch(checks)
         if wrong:
             raise _Fault(V.REJECTED, f"the timed calls disagreed with the verified ones (timed call {wrong['call'] + 1} "
                                      f"of {calls}: {wrong.get('note') or 'mismatch'}): behaviour depends on being "

@@ -139,7 +139,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines += [
         "_BD = max(16, triton.next_power_of_2(_D)) if _D <= 128 else 64  # one block for heads up to 128",
         "_BDV = max(16, min(triton.next_power_of_2(_DV), 128))",
-        f"_grid = lambda meta: (triton.cdiv(_L, meta['BLOCK_M']), _B * _H, triton.cdiv(_DV, _BDV))",
+        f"_grid = lambda meta: (_cdiv(_L, meta['BLOCK_M']), _B * _H, _cdiv(_DV, _BDV))",
     ]
     call = ["_q", "_k", "_v"] + args + outs + ["_H", "_L", "_S", "_D", "_DV", f"_D ** -0.5 * {LOG2E!r}",
                                                "*_q.stride()", "*_k.stride()", "*_v.stride()"]

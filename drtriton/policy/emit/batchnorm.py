@@ -15,8 +15,9 @@ apply. Training mode runs three kernels:
 3. apply: y = x * scale[c] + shift[c] over the flat output (PyTorch's CPU kernel uses the same
    form), then the fused epilogue, one store.
 
-Eval mode (training False) uses the running statistics: finish computes scale and shift from
-them, then apply. A fused prologue recomputes the input in stats and apply.
+Eval mode (training False) uses the running statistics: apply alone, computing scale and shift
+of each element's channel from them (a few cached loads per element, one launch instead of two:
+networks are launch-bound). A fused prologue recomputes the input in stats and apply.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     out = node.outputs[0]
     stores = stored_values(program, frag, xs)
     require_private_prologue(program, frag)
-    reserved = {"x_ptr", "scale_ptr", "shift_ptr"}
+    reserved = {"x_ptr", "scale_ptr", "shift_ptr", "rm_ptr", "rv_ptr", "w_ptr", "b_ptr"}
     pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
     epi = PointwiseBlock(program, frag.epilogue, xs, known={out}, reserved=reserved | set(pro.params()))
     rank = len(xs)
@@ -145,65 +146,69 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             *(f"    {line}" for line in body),
         ]))
 
-    finish = names.kernel(f"{frag.label} finish")
-    fparams = ["part_ptr"] if training else ["rm_ptr", "rv_ptr"]
-    fparams += (["w_ptr"] if w else []) + (["b_ptr"] if b else []) + ["scale_ptr", "shift_ptr"]
-    if update:
-        fparams += ["rm_ptr", "rv_ptr"] + (["nbt_ptr"] if nbt else [])
-    fparams += ["C"] + (["SPLIT"] if training else [])
-    body = ["c = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)", "c_mask = c < C"]
-    if training:
+    def affine_map(c: str, mask: str) -> list[str]:
+        """scale = w * rstd and shift = b - mean * scale of channels c (mean, rstd known)."""
+        return ["scale = rstd" + (f" * tl.load(w_ptr + {c}, mask={mask}, other=1.0)" if w else ""),
+                "shift = " + (f"tl.load(b_ptr + {c}, mask={mask}, other=0.0) - " if b else "-") + "mean * scale"]
+
+    if training:  # eval mode: apply computes scale and shift itself
+        finish = names.kernel(f"{frag.label} finish")
+        fparams = ["part_ptr"]
+        fparams += (["w_ptr"] if w else []) + (["b_ptr"] if b else []) + ["scale_ptr", "shift_ptr"]
+        if update:
+            fparams += ["rm_ptr", "rv_ptr"] + (["nbt_ptr"] if nbt else [])
+        fparams += ["C", "SPLIT"]
+        body = ["c = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)", "c_mask = c < C"]
         body += [
-            "count = tl.zeros((BLOCK,), tl.float32)",
-            "mean = tl.zeros((BLOCK,), tl.float32)",
-            "m2 = tl.zeros((BLOCK,), tl.float32)",
-            "for p in range(0, SPLIT):  # in order: deterministic",
-            "    n_p = tl.load(part_ptr + p * C + c, mask=c_mask, other=0.0)",
-            "    mean_p = tl.load(part_ptr + (SPLIT + p) * C + c, mask=c_mask, other=0.0)",
-            "    m2_p = tl.load(part_ptr + (2 * SPLIT + p) * C + c, mask=c_mask, other=0.0)",
-            *(f"    {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
-            "var = m2 / count  # biased: what the batch is normalised with",
-            f"rstd = 1.0 / tl.sqrt(var + {eps!r})",
+                "count = tl.zeros((BLOCK,), tl.float32)",
+                "mean = tl.zeros((BLOCK,), tl.float32)",
+                "m2 = tl.zeros((BLOCK,), tl.float32)",
+                "for p in range(0, SPLIT):  # in order: deterministic",
+                "    n_p = tl.load(part_ptr + p * C + c, mask=c_mask, other=0.0)",
+                "    mean_p = tl.load(part_ptr + (SPLIT + p) * C + c, mask=c_mask, other=0.0)",
+                "    m2_p = tl.load(part_ptr + (2 * SPLIT + p) * C + c, mask=c_mask, other=0.0)",
+                *(f"    {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
+                "var = m2 / count  # biased: what the batch is normalised with",
+                f"rstd = 1.0 / tl.sqrt(var + {eps!r})",
         ]
-    else:
-        body += [
-            "mean = tl.load(rm_ptr + c, mask=c_mask, other=0.0)",
-            f"rstd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=c_mask, other=1.0) + {eps!r})",
-        ]
-    body.append("scale = rstd" + (" * tl.load(w_ptr + c, mask=c_mask, other=1.0)" if w else ""))
-    body.append("shift = " + ("tl.load(b_ptr + c, mask=c_mask, other=0.0) - " if b else "-") + "mean * scale")
-    body += ["tl.store(scale_ptr + c, scale, mask=c_mask)", "tl.store(shift_ptr + c, shift, mask=c_mask)"]
-    if update:
-        m = float(momentum)
-        body += [
-            "# running statistics, in place: (1 - momentum) * old + momentum * batch (unbiased variance)",
-            "old_mean = tl.load(rm_ptr + c, mask=c_mask, other=0.0)",
-            "old_var = tl.load(rv_ptr + c, mask=c_mask, other=0.0)",
-            f"tl.store(rm_ptr + c, {1.0 - m!r} * old_mean + {m!r} * mean, mask=c_mask)",
-            f"tl.store(rv_ptr + c, {1.0 - m!r} * old_var + {m!r} * (m2 / (count - 1.0)), mask=c_mask)",
-        ]
-        if nbt:
-            body += ["first = tl.program_id(0) == 0",
-                     "tl.store(nbt_ptr, tl.load(nbt_ptr, mask=first) + 1, mask=first)"]
-    kernels.append("\n".join([
-        "@triton.jit",
-        f"def {finish}({', '.join(fparams)}, BLOCK: tl.constexpr):",
-        "    # batch_norm, per channel: " + ("the partial statistics combined, " if training else
-                                            "from the running statistics, ")
-        + "the affine map y = x * scale + shift",
-        *(f"    {line}" for line in body),
-    ]))
+        body += affine_map("c", "c_mask")
+        body += ["tl.store(scale_ptr + c, scale, mask=c_mask)", "tl.store(shift_ptr + c, shift, mask=c_mask)"]
+        if update:
+            m = float(momentum)
+            body += [
+                "# running statistics, in place: (1 - momentum) * old + momentum * batch (unbiased variance)",
+                "old_mean = tl.load(rm_ptr + c, mask=c_mask, other=0.0)",
+                "old_var = tl.load(rv_ptr + c, mask=c_mask, other=0.0)",
+                f"tl.store(rm_ptr + c, {1.0 - m!r} * old_mean + {m!r} * mean, mask=c_mask)",
+                f"tl.store(rv_ptr + c, {1.0 - m!r} * old_var + {m!r} * (m2 / (count - 1.0)), mask=c_mask)",
+            ]
+            if nbt:
+                body += ["first = tl.program_id(0) == 0",
+                         "tl.store(nbt_ptr, tl.load(nbt_ptr, mask=first) + 1, mask=first)"]
+        kernels.append("\n".join([
+            "@triton.jit",
+            f"def {finish}({', '.join(fparams)}, BLOCK: tl.constexpr):",
+            "    # batch_norm, per channel: the partial statistics combined, the affine map y = x * scale + shift",
+            *(f"    {line}" for line in body),
+        ]))
 
     apply = names.kernel(f"{frag.label} apply" if training else frag.label)
-    aparams = x_params + ["scale_ptr", "shift_ptr"] + epi.params() + [f"{o}_out" for o in outs] + ["n", "C", "S"]
+    per_channel = (["scale_ptr", "shift_ptr"] if training
+                   else ["rm_ptr", "rv_ptr"] + (["w_ptr"] if w else []) + (["b_ptr"] if b else []))
+    aparams = x_params + per_channel + epi.params() + [f"{o}_out" for o in outs] + ["n", "C", "S"]
     aparams += sizes if frag.prologue or frag.epilogue else []
     body = ["offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
             "mask = offs < n",
             "c = (offs // S) % C"]
     body += load_x("offs", "mask")
-    body += ["scale = tl.load(scale_ptr + c, mask=mask, other=0.0)",
-             "shift = tl.load(shift_ptr + c, mask=mask, other=0.0)",
-             "res = xv * scale + shift"]
+    if training:
+        body += ["scale = tl.load(scale_ptr + c, mask=mask, other=0.0)",
+                 "shift = tl.load(shift_ptr + c, mask=mask, other=0.0)"]
+    else:  # the finish kernel's arithmetic per element, from the running statistics
+        body += ["mean = tl.load(rm_ptr + c, mask=mask, other=0.0)",
+                 f"rstd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=mask, other=1.0) + {eps!r})",
+                 *affine_map("c", "mask")]
+    body += ["res = xv * scale + shift"]
     env = {out: "res"}
     body += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     body += [f"tl.store({o}_out + offs, {env[v]}, mask=mask)" for o, v in zip(outs, stores)]
@@ -222,16 +227,16 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     pre, dev, xargs = input_launch(program, pro if frag.prologue else None, x)
     launch += pre
     launch.append("_C, _S = _xs[1], math.prod(_xs[2:])")
-    launch.append(f"_scale = torch.empty(2, _C, device={dev}, dtype=torch.float32)  # scale, shift")
     sizes_args = ["*_xs[1:]"] if frag.prologue or frag.epilogue else []
     affine = ([program.expr(w)] if w else []) + ([program.expr(b)] if b else [])
     running = [program.expr(rm), program.expr(rv)] if rm and rv else []
     if training:
         pro_sizes = ["*_xs[1:]"] if frag.prologue else []
         launch += [
+            f"_scale = torch.empty(2, _C, device={dev}, dtype=torch.float32)  # scale, shift",
             "_R = _xs[0] * _S",
-            f"_CB = triton.cdiv(_C, {block_c})",
-            f"_SPLIT = max(1, min(triton.cdiv(_R, 256), {TARGET_PROGRAMS} // _CB))",
+            f"_CB = _cdiv(_C, {block_c})",
+            f"_SPLIT = max(1, min(_cdiv(_R, 256), {TARGET_PROGRAMS} // _CB))",
             f"_part = torch.empty(3, _SPLIT, _C, device={dev}, dtype=torch.float32)  # count, mean, M2",
             f"{stats}[(_CB, _SPLIT)]({', '.join(xargs + ['_part', '_R', '_C', '_S', '_SPLIT * _C'] + pro_sizes)}, "
             f"BLOCK_C={block_c})",
@@ -240,14 +245,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if update:
             fargs += running + ([program.expr(nbt)] if nbt else [])
         fargs += ["_C", "_SPLIT"]
-    else:
-        fargs = running + affine + ["_scale", "_scale[1]", "_C"]
-    launch.append(f"{finish}[(triton.cdiv(_C, 128),)]({', '.join(fargs)}, BLOCK=128)")
+        launch.append(f"{finish}[(_cdiv(_C, 128),)]({', '.join(fargs)}, BLOCK=128)")
     for o in outs:
         launch.append(f"{o} = torch.empty(_xs, device={dev}, dtype=torch.float32)")
     pre, eargs = epi.launch_args(f"{outs[0]}.shape")
     launch += pre
     launch.append("_n = math.prod(_xs)")
-    aargs = xargs + ["_scale", "_scale[1]"] + eargs + outs + ["_n", "_C", "_S"] + sizes_args
-    launch.append(f"{apply}[lambda meta: (triton.cdiv(_n, meta['BLOCK']),)]({', '.join(aargs)})")
+    aargs = xargs + (["_scale", "_scale[1]"] if training else running + affine) + eargs + outs + ["_n", "_C", "_S"] + sizes_args
+    launch.append(f"{apply}[lambda meta: (_cdiv(_n, meta['BLOCK']),)]({', '.join(aargs)})")
     return Emitted(kernels, launch)

@@ -490,11 +490,11 @@ def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], 
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     # positions per program: the largest residue class along strided axes
-    extents = [f"triton.cdiv(_{ax.out_size}, {ax.residue[1]})" if ax.residue else f"_{ax.out_size}" for ax in axes]
+    extents = [f"_cdiv(_{ax.out_size}, {ax.residue[1]})" if ax.residue else f"_{ax.out_size}" for ax in axes]
     classes = math.prod(ax.residue[1] for ax in axes if ax.residue)
     channels, groups = (conv.out_channels, 1) if conv.direct else (conv.out_per_group, conv.groups)
     lines.append(f"_M = {' * '.join(['_N'] + extents)}")
-    lines.append(f"_grid = lambda meta: (triton.cdiv(_M, meta['BLOCK_M']) * triton.cdiv({channels}, meta['BLOCK_N']), "
+    lines.append(f"_grid = lambda meta: (_cdiv(_M, meta['BLOCK_M']) * _cdiv({channels}, meta['BLOCK_N']), "
                  f"{groups}, {classes})")
     call = ["_x", f"{program.expr(w)}.contiguous()"] + ([program.expr(bias)] if bias else []) + args + outs
     call += ["_N"] + sizes + [f"_{ax.out_size}" for ax in axes]

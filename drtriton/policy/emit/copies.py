@@ -96,7 +96,7 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
         lines = [f"# {frag.label}: Triton copy",
                  f"_x = {src}",
                  f"{out} = torch.empty(_x.shape, dtype=_x.dtype, device=_x.device)",
-                 f"{name}[(max(1, triton.cdiv({out}.numel(), {BLOCK})),)](_x, {out}, {out}.numel(), "
+                 f"{name}[(max(1, _cdiv({out}.numel(), {BLOCK})),)](_x, {out}, {out}.numel(), "
                  f"{'*_x.shape, *_x.stride(), ' if rank else ''}WIDE={out}.numel() > 2**30, BLOCK={BLOCK})"]
         return Emitted(["\n".join(kernel)], lines)
     value = _fill_value(node)
@@ -118,6 +118,6 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items() if k not in ("fill_value", "s")]
     lines = [f"# {frag.label}: Triton fill",
              f"{out} = torch.ops.{empty}({', '.join(args)})",
-             f"{name}[(max(1, triton.cdiv({out}.numel(), {BLOCK})),)]({out}, {out}.numel(), "
+             f"{name}[(max(1, _cdiv({out}.numel(), {BLOCK})),)]({out}, {out}.numel(), "
              f"WIDE={out}.numel() > 2**30, BLOCK={BLOCK})"]
     return Emitted(["\n".join(kernel)], lines)

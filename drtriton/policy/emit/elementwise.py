@@ -85,11 +85,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
-        grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
+        grid = "lambda meta: (_cdiv(_n, meta['BLOCK']),)"
         counts = ["_n"]
     else:
         lines.append(f"_inner = math.prod({outs[0]}.shape[{k}:])")
-        grid = "lambda meta: (_n // max(_inner, 1), triton.cdiv(_inner, meta['BLOCK']))"
+        grid = "lambda meta: (_n // max(_inner, 1), _cdiv(_inner, meta['BLOCK']))"
         counts = ["_inner"]
     lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE})")
     return Emitted(["\n".join(kernel)], lines)

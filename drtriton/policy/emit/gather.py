@@ -239,7 +239,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     device_expr = f"{program.expr(program.inputs_of(node)[0])}.device"
     made, epilogue_args, size_args = allocate_outputs(program, outs, stores, "_shape", device_expr, block, rank)
     lines = [f"# {frag.label}: Triton, one kernel", f"_shape = {src.out_shape}"] + made
-    grid = "lambda meta: (triton.cdiv(_n, meta['BLOCK']),)"
+    grid = "lambda meta: (_cdiv(_n, meta['BLOCK']),)"
     lines.append(f"{name}[{grid}]({', '.join(src.args + epilogue_args + outs + ['_n'] + size_args)}, "
                  f"WIDE=_n > {WIDE})")
     return Emitted(["\n".join(kernel)], lines)

@@ -283,7 +283,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         lines += ["_D = _xs[-1]", "_M = math.prod(_xs[:-1])"]
         sizes, work = ["_M", "_D"], "_M"
         out_shape = "_xs[:-1]"
-    lines.append(f"_G = max(1, min(triton.cdiv({work}, {unit}), {MAX_PARTIALS}))  # programs")
+    lines.append(f"_G = max(1, min(_cdiv({work}, {unit}), {MAX_PARTIALS}))  # programs")
     if reduced:
         lines.append(f"_part = torch.empty(_G, device={dev}, dtype=torch.float32)  # one partial per program")
         args.append("_part")

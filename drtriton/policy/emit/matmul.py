@@ -150,6 +150,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
            ["_M", "_N", "_K", "_Z1", "_saz0", "_saz1", "_sam", "_sak", "_sbz0", "_sbz1", "_sbk", "_sbn"]
     if rank > 1:
         call.append(f"*{outs[0]}.shape[1:]")
-    lines.append("_grid = lambda meta: (triton.cdiv(_M, meta['BM']) * triton.cdiv(_N, meta['BN']), _Z)")
+    lines.append("_grid = lambda meta: (_cdiv(_M, meta['BM']) * _cdiv(_N, meta['BN']), _Z)")
     lines.append(f"{name}[_grid]({', '.join(call)})")
     return Emitted(["\n".join(kernel)], lines)

@@ -159,7 +159,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                   *(f"    {line}" for line in body)]
         lines += ["_BR = triton.next_power_of_2(_R)",
                   f"_BO = max(1, {SHORT_TILE} // _BR)",
-                  f"{name}[(triton.cdiv(_O, _BO),)]({', '.join(xargs + wb_args + epi_args + outs + ['_O', '_R'] + geometry_args + size_args)}, "
+                  f"{name}[(_cdiv(_O, _BO),)]({', '.join(xargs + wb_args + epi_args + outs + ['_O', '_R'] + geometry_args + size_args)}, "
                   "BLOCK_O=_BO, BLOCK_R=_BR, num_warps=8 if _BR >= 2048 else 4)"]
         return Emitted(["\n".join(kernel)], lines)
 
@@ -254,12 +254,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
               f"{stats}[(_O, _SPLIT)]({', '.join(xargs + ['_part', '_R', '_O * _SPLIT'] + geometry_args + (['*_xs[1:]'] if frag.prologue else []))}, "
               f"BLOCK={BLOCK})",
               f"_stat = torch.empty(2, _O, device={device}, dtype=torch.float32)  # mean, 1/std per row",
-              f"{finish}[(triton.cdiv(_O, 128),)](_part, _stat, _O, _SPLIT, BLOCK=128)",
+              f"{finish}[(_cdiv(_O, 128),)](_part, _stat, _O, _SPLIT, BLOCK=128)",
               f"_inner = math.prod(_xs[{k}:])",
               "_n = math.prod(_xs)"]
     a_args = xargs + wb_args + ["_stat"] + epi_args + outs + ["_O", "_inner"]
     a_args += (["math.prod(_xs[2:])"] if k == 1 and op in ("group_norm", "instance_norm") else []) + ["*_xs[1:]"]
-    lines.append(f"{apply}[(_n // max(_inner, 1), triton.cdiv(_inner, {BLOCK}))]({', '.join(a_args)}, "
+    lines.append(f"{apply}[(_n // max(_inner, 1), _cdiv(_inner, {BLOCK}))]({', '.join(a_args)}, "
                  f"WIDE=_n > {WIDE}, BLOCK={BLOCK})")
     return Emitted(kernels, lines)
 

@@ -160,12 +160,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if frag.epilogue and orank > 1:
         args.append(f"*{outs[0]}.shape[1:]")
     if kind == "adaptive":
-        lines.append(f"_grid = lambda meta: (triton.cdiv({outs[0]}.numel(), meta['BLOCK_O']),)")
+        lines.append(f"_grid = lambda meta: (_cdiv({outs[0]}.numel(), meta['BLOCK_O']),)")
         lines.append(f"{name}[_grid]({', '.join(args)}, BLOCK_K={block_k})")
     else:  # axis 0: planes (times output depths in 3-D); axis 1: tiles of the last two output dims
         rows = "_P * _O0" if n == 3 else "_P"
-        tiles_hw = "triton.cdiv(_O0, meta['BLOCK_W'])" if n == 1 else \
-            f"triton.cdiv(_O{n - 2}, meta['BLOCK_H']) * triton.cdiv(_O{n - 1}, meta['BLOCK_W'])"
+        tiles_hw = "_cdiv(_O0, meta['BLOCK_W'])" if n == 1 else \
+            f"_cdiv(_O{n - 2}, meta['BLOCK_H']) * _cdiv(_O{n - 1}, meta['BLOCK_W'])"
         lines.append(f"_grid = lambda meta: ({rows}, {tiles_hw})")
         lines.append(f"{name}[_grid]({', '.join(args)})")
     return Emitted(["\n".join(kernel)], lines)

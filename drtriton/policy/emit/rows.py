@@ -370,17 +370,17 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         stage1 = args + ["_part", "_R", "_I", "*_xs[1:]"]
         stage2 = ["_part"] + out_args + ["_R", "_I", "_SPLIT"] + o_size_args
         lines += [
-            "_programs = max(1, _O * triton.cdiv(_I, _BI))  # one per (o, strip of I)",
-            f"_SPLIT = max(1, min(triton.cdiv(_R, {CHUNK_TILES * block_r}), {TARGET_PROGRAMS} // _programs))"
+            "_programs = max(1, _O * _cdiv(_I, _BI))  # one per (o, strip of I)",
+            f"_SPLIT = max(1, min(_cdiv(_R, {CHUNK_TILES * block_r}), {TARGET_PROGRAMS} // _programs))"
             "  # chunks of R",
             f"_part = torch.empty(_O, _SPLIT, _I, device={device}, dtype={_TORCH[acc_t]})"
             "  # a partial per (o, chunk, column)",
-            f"{name}[(_O, triton.cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI)",
-            f"{finish}[(_O, triton.cdiv(_I, _BI))]({', '.join(stage2)}, BLOCK_S={block_r}, BLOCK_I=_BI)",
+            f"{name}[(_O, _cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI)",
+            f"{finish}[(_O, _cdiv(_I, _BI))]({', '.join(stage2)}, BLOCK_S={block_r}, BLOCK_I=_BI)",
         ]
         return Emitted(kernels, lines)
     args += out_args + ["_R", "_I", "*_xs[1:]"] + o_size_args
-    lines.append(f"{name}[(_O, triton.cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
+    lines.append(f"{name}[(_O, _cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
     return Emitted(kernels, lines)
 
 

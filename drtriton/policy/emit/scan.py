@@ -205,7 +205,7 @@ def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi,
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
-    lines.append(f"{name}[lambda meta: (_O, triton.cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+    lines.append(f"{name}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
     return lines
 
 

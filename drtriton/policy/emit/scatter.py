@@ -202,7 +202,7 @@ def _kernel(name: str, params: list[str], comment: str, body: list[str]) -> str:
 def _launch(name: str, args: list[str], n: str, wide: str) -> list[str]:
     """Forward lines launching a kernel over `n` elements (none when there are none)."""
     return [f"if {n}:",
-            f"    {name}[(triton.cdiv({n}, {BLOCK}),)]({', '.join(args)}, WIDE={wide}, BLOCK={BLOCK}, "
+            f"    {name}[(_cdiv({n}, {BLOCK}),)]({', '.join(args)}, WIDE={wide}, BLOCK={BLOCK}, "
             f"num_warps={NUM_WARPS})"]
 
 

@@ -2,8 +2,8 @@
 
 - `LaunchRecorder`: which Triton kernels a forward launches, with their grids and integer
   arguments (wraps the launch entry points of `@triton.jit` functions, compiled or interpreted,
-  and the autotuner; on the GPU also the C launcher's hook). The launch sequence of every call
-  is kept, so behaviour that changes across calls (caching, warm-up tricks) shows.
+  and the autotuner). The harness compares every call's launch sequence with the verified one,
+  so behaviour that changes across calls (caching, warm-up tricks) shows.
 - `ForwardAccountant`: a PyTorch dispatch mode that records every PyTorch op the forward runs
   (outside Triton launches), sorts it into allocation / view / copy / compute, and fills fresh
   allocations with NaN so outputs a kernel never wrote cannot pass.
@@ -70,13 +70,14 @@ def poison(t: torch.Tensor) -> None:
 
 
 class LaunchRecorder:
-    """Counts outermost Triton launches by kernel name, per forward call."""
+    """Records the outermost Triton launches of a forward call (Python-level wrappers only: no
+    per-launch hook in Triton's C launcher, which would slow every launch of the timed calls)."""
 
     def __init__(self) -> None:
         self.depth = 0  # >0 while inside a launch (autotuner benchmarking nests launches)
-        self.active = False
-        self.calls: list[list[str]] = []  # one launch sequence per recorded forward call
-        self.c_launches = 0  # launches seen by Triton's C launcher hook (GPU only)
+        # the recorded call's launches as (kernel, args, kwargs), None when not recording: cheap
+        # to take, so the signatures (`launch_signatures`) are made outside the timed region
+        self.launches: list[tuple] | None = None
         self._installed = False
 
     @property
@@ -97,7 +98,6 @@ class LaunchRecorder:
             pass
         for cls in targets:
             self._wrap(cls)
-        self._install_c_hook()
         self._installed = True
 
     def _wrap(self, cls) -> None:
@@ -111,44 +111,26 @@ class LaunchRecorder:
                 return original(kernel_self, *args, **kwargs)
             finally:
                 recorder.depth -= 1
-                if outermost and recorder.active and not kwargs.get("warmup", False):
-                    recorder.calls[-1].append(launch_signature(kernel_self, args, kwargs))
+                if outermost and recorder.launches is not None and not kwargs.get("warmup", False):
+                    recorder.launches.append((kernel_self, args, kwargs))
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         cls.run = run
 
-    def _install_c_hook(self) -> None:
-        try:
-            import triton
-
-            knobs = triton.knobs.runtime
-        except AttributeError:  # older Triton: the Python-level wrappers suffice
-            return
-
-        def on_launch(*_args, **_kwargs):
-            if self.active:
-                self.c_launches += 1
-
-        chain = getattr(knobs, "launch_enter_hook", None)
-        if hasattr(chain, "add"):  # Triton 3.5+: a chain of hooks
-            chain.add(on_launch)
-        else:
-            knobs.launch_enter_hook = on_launch
-
     def begin_call(self) -> None:
-        self.active = True
-        self.calls.append([])
+        self.launches = []
 
-    def end_call(self) -> list[str]:
-        self.active = False
-        return self.calls[-1]
-
-    def reset(self) -> None:
-        self.calls.clear()
-        self.c_launches = 0
+    def end_call(self) -> list[tuple]:
+        """The call's launches, raw: `launch_signatures` names them."""
+        launches, self.launches = self.launches, None
+        return launches or []
 
 
 _NOT_ARGUMENTS = {"grid", "warmup"}
+
+
+def launch_signatures(launches: list[tuple]) -> list[str]:
+    return [launch_signature(kernel, args, kwargs) for kernel, args, kwargs in launches]
 
 
 def launch_signature(kernel, args: tuple, kwargs: dict) -> str:

@@ -22,7 +22,7 @@ import torch
 from ..compare import compare, compare_with_exact, is_near_miss
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel
 from . import parallel_compile, transfer
-from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, python_thread_count
+from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, launch_signatures, python_thread_count
 from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
 
 
@@ -420,6 +420,7 @@ class CandidateHarness:
         self.runtime: ProblemRuntime | None = None
         self.runtime_key = None
         self.compiled = None
+        self.compiled_graph = None  # torch.compile(mode="reduce-overhead"), for the CUDA-graph option
         self.compile_note = ""
         self.candidate = None
         self.candidate_module = None
@@ -496,7 +497,7 @@ class CandidateHarness:
             self.runtime = ProblemRuntime(req["problem"], self.device, self.settings["scratch"],
                                           req["init_seed"], training=req["training"])
             self.runtime_key = key
-            self.compiled = None  # None: not tried yet; False: torch.compile failed
+            self.compiled = self.compiled_graph = None  # None: not tried yet; False: torch.compile failed
         if req["training"] is not None:
             self.runtime.model.train(req["training"])
         if self.runtime.initial_fingerprint != req["state_fingerprint"]:
@@ -569,6 +570,7 @@ class CandidateHarness:
             return parallel_compile.compile_ahead(build, inputs)
 
     def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None):
+        """The output and the call's raw launches (`launch_signatures` names them)."""
         self.recorder.begin_call()
         try:
             with torch.no_grad(), self._armed():
@@ -604,6 +606,7 @@ class CandidateHarness:
             self._call_candidate(inputs, None)
         accountant = ForwardAccountant(self.recorder, poison_allocations=True)
         out, launches = self._call_candidate(inputs, accountant)
+        launches = launch_signatures(launches)
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
         for i, (before, after) in enumerate(zip(saved, inputs)):
@@ -664,11 +667,18 @@ class CandidateHarness:
         reference_sets = [self.runtime.make_inputs(s, fingerprinted=False)[0] for s in req["seeds"]]
         checks = TimedChecks(rng, req["trials"])
 
+        pending = []  # raw launches of calls not yet compared: named outside the timed region
+
         def run_candidate(inputs):
             out, launches = self._call_candidate(inputs, None)
-            if launches != expected:
-                mismatched_calls.append(launches)
+            pending.append(launches)
             return out
+
+        def compare_launches() -> None:
+            while pending:
+                launches = launch_signatures(pending.pop())
+                if launches != expected:
+                    mismatched_calls.append(launches)
 
         def run_model(model):
             def call(inputs):
@@ -684,6 +694,7 @@ class CandidateHarness:
         def after_call(name: str, i: int, out) -> None:
             if name != "candidate":
                 return
+            compare_launches()
             try:  # the verified calls returned plain tensors: anything else now is a trick
                 flat = _plain_tensors(out, when=" in a timed call")
             except CandidateFault as e:
@@ -691,7 +702,8 @@ class CandidateHarness:
             patched = self.patches.changed()  # (a patch undone by a later call would slip past one check at the end)
             if patched:
                 raise CandidateFault("rejected", "patched " + ", ".join(patched) + " (in a timed call)")
-            checks.offer(i, timed_inputs.seeds[i], flat)
+            if i >= 0:  # a timed call, not a warm-up
+                checks.offer(i, timed_inputs.seeds[i], flat)
 
         # The correctness trials autotuned beside other checks sharing the GPU, so the choice can
         # be far off (L2/75: 2.2 ms in one bench, 3.6 ms in the next, same code). Timing holds
@@ -705,6 +717,7 @@ class CandidateHarness:
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
         kernels = {name: ms / PROFILED_CALLS  # device time per call
                    for name, ms in kernel_times(lambda: run_candidate(profiled), calls=PROFILED_CALLS).items()}
+        compare_launches()
         self.last_inputs = profiled  # seen by the candidate: the re-checks write new values into these
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
@@ -723,23 +736,92 @@ class CandidateHarness:
         if cached:
             raise CandidateFault("rejected", cached)
         timings = {"candidate": candidate, **{n: Timing.from_samples(*v) for n, v in raw.items()}}
-        self.timed_outputs = checks.kept
-        folder = self.settings["transfer_dir"]
         triton_ms = sum(ms for name, ms in kernels.items() if name in self.kernels)
         total_ms = sum(kernels.values())
         return {
             "ok": True,
             "timings": {k: v.__dict__ for k, v in timings.items()},
             "replay_ms": sorted(times[k] for k in replayed),
-            "checks": [{"call": i, "seed": seed,
-                        "files": [transfer.share(values, folder) for values, _ in outs],
-                        "indexes": [None if index is None else transfer.share(index, folder) for _, index in outs]}
-                       for i, seed, outs in checks.kept],
+            "checks": self._share_checks(checks),
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
             "triton_share": triton_ms / total_ms if total_ms else None,
             "bandwidth_bytes_per_ms": self.bandwidth,
         }
+
+    def _share_checks(self, checks: "TimedChecks") -> list[dict]:
+        """The kept timed outputs, for the reference worker to compare (alive until released)."""
+        self.timed_outputs = checks.kept
+        folder = self.settings["transfer_dir"]
+        return [{"call": i, "seed": seed,
+                 "files": [transfer.share(values, folder) for values, _ in outs],
+                 "indexes": [None if index is None else transfer.share(index, folder) for _, index in outs]}
+                for i, seed, outs in checks.kept]
+
+    def op_time_graph(self, req: dict) -> dict:
+        """The verified candidate replayed as a CUDA graph (`drtriton.cuda_graph`, an option),
+        timed beside eager and torch.compile(mode="reduce-overhead"). The capture is watched like
+        a verified call: the same launches, no PyTorch compute in strict mode; timed replays are
+        kept for the reference to check, as `time`'s calls are. A candidate that cannot be
+        captured, or captures other work, gets a note instead of a timing, not a rejection."""
+        from ...cuda_graph import CUDAGraphed
+        from .timing import time_interleaved
+
+        graphed = CUDAGraphed(self.candidate, warmup=0)  # timing warmed it up
+        inputs, _ = self.runtime.make_inputs(req["seed"], fingerprinted=False)
+        accountant = ForwardAccountant(self.recorder, poison_allocations=False)  # no fills in the graph
+        self.recorder.begin_call()
+        try:
+            with torch.no_grad(), self._armed(), accountant:
+                graphed.capture(tuple(inputs))
+            _sync(self.device)
+        except Exception as e:
+            return {"ok": True, "note": f"not capturable as a CUDA graph: {describe_error(e, self.candidate_file)}"}
+        finally:
+            launches = launch_signatures(self.recorder.end_call())
+        if launches != req["launches"]:
+            return {"ok": True, "note": "captured other launches than the verified calls made: "
+                                        f"{launches[:3]} instead of {req['launches'][:3]}"}
+        if self.mode == "strict" and accountant.account.compute:
+            return {"ok": True, "note": "PyTorch computed while captured: " + ", ".join(accountant.account.compute)}
+        rng = _OsRandom()
+        checks = TimedChecks(rng, req["trials"])
+        seeds: dict[int, int] = {}
+        reference = self.runtime.make_inputs(req["seed"], fingerprinted=False)[0]
+
+        def inputs_for(name: str, i: int) -> list:
+            if name != "graph":
+                return reference
+            seeds[i] = rng.getrandbits(62)
+            return self.runtime.make_inputs(seeds[i], fingerprinted=False)[0]
+
+        def after_call(name: str, i: int, out) -> None:
+            if name == "graph" and i >= 0:
+                checks.offer(i, seeds[i], _plain_tensors(out, when=" in a replay"))
+
+        def call(fn, armed=False):
+            def run(args):
+                with torch.no_grad(), (self._armed() if armed else contextlib.nullcontext()):
+                    return fn(*args)
+            return run
+
+        fns = {"graph": call(graphed, armed=True), "eager": call(self.runtime.model)}
+        note = ""
+        if req.get("compile", True) and self.compiled_graph is None:
+            try:  # compiled (and captured) by its first call, before the timing
+                compiled = torch.compile(self.runtime.model, mode="reduce-overhead")
+                call(compiled)(reference)
+                self.compiled_graph = compiled
+            except Exception as e:
+                self.compiled_graph = False
+                note = f"torch.compile(mode='reduce-overhead') failed: {describe_error(e)}"
+        if req.get("compile", True) and self.compiled_graph is not False:
+            fns["compiled"] = call(self.compiled_graph)
+        raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        if self.patches.changed():
+            raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()) + " (in a replay)")
+        return {"ok": True, "note": note, "checks": self._share_checks(checks),
+                "timings": {k: Timing.from_samples(*v).__dict__ for k, v in raw.items()}}
 
 
 # Timing's defences against remembered results (see op_time).

@@ -31,13 +31,17 @@ def time_interleaved(
 ) -> dict[str, tuple[list[float], list[float]]]:
     """Time each function `trials` times, rotating the order every round. `inputs_for(name, i)`
     gives the inputs of round i (negative: warm-up), made before the L2 flush, outside the timed
-    region; `after_call(name, i, output)` sees each timed output, outside it too. Returns, per
+    region; `after_call(name, i, output)` sees each output, outside it too (warm-ups with a
+    negative i). Returns, per
     name, the event times and the host-clock times (ms) of its calls in round order."""
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     names = list(fns)
     for name in names:
         for i in range(warmup):
-            fns[name](inputs_for(name, -1 - i))
+            out = fns[name](inputs_for(name, -1 - i))
+            if after_call:
+                after_call(name, -1 - i, out)
+            del out
     _synchronize()
     samples: dict[str, list[float]] = {n: [] for n in names}
     walls: dict[str, list[float]] = {n: [] for n in names}
