@@ -245,6 +245,8 @@ BN = [
     ("nn.BatchNorm1d(70, momentum=0.3, eps=1e-3)", "self.bn(x * 2.0)", "torch.randn(33, 70) * 3 + 1"),
     ("nn.BatchNorm3d(3, affine=False)", "self.bn(x)", "torch.randn(2, 3, 4, 5, 3)"),
     ("nn.BatchNorm2d(3, track_running_stats=False)", "self.bn(x)", "torch.randn(4, 3, 5, 6)"),
+    # planes of 72: applied a plane per program row (the others: the flat output)
+    ("nn.BatchNorm2d(3)", "torch.sigmoid(self.bn(x)) * x", "torch.randn(2, 3, 8, 9) * 3 + 1"),
 ]
 
 
@@ -307,6 +309,11 @@ def test_batch_norm_eval_mode(cpu_verifier):
     plain = "F.batch_norm(x, self.rm, self.rv, training=False)"  # no weight, no bias
     cand = check(cpu_verifier, source(plain, "torch.randn(4, 3, 5, 6) * 3 + 1", init=init), ["batch_norm"])
     assert cand.source.count("@triton.jit") == 1
+    # planes of 40 elements: a program per (plane, block), channel and affine map scalars
+    cand = check(cpu_verifier, source(expr, "torch.randn(4, 3, 5, 8) * 3 + 1", init=init), ["batch_norm, tanh"])
+    assert "c = plane % C" in cand.source and "@triton.autotune" not in cand.source
+    cand = check(cpu_verifier, source(plain, "torch.randn(4, 3, 5, 8) * 3 + 1", init=init), ["batch_norm"])
+    assert "c = plane % C" in cand.source
 
 
 # -- attention -----------------------------------------------------------------------------------

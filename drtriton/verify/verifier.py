@@ -390,15 +390,15 @@ class _Check:
             if self.cuda:
                 self.progress("timing against eager and torch.compile")
                 self.time(prep)
-                if self.config.cuda_graph and not self.quick:
-                    self.progress("timing forward replayed as a CUDA graph")
-                    self.time_graph()
             else:
                 v.speed_note = NO_CUDA
             for i in range(self.config.after_timing_trials):
                 self.trial(len(v.trials), "after_timing", extra_calls=0)
             self.phase_done("trials")
             self.candidate_call({"op": "trim"})
+            if self.cuda and self.config.cuda_graph and not self.quick:
+                self.progress("timing forward replayed as a CUDA graph")
+                self.time_graph()
         with self.pool.reference() as ref:
             ref.call({"op": "trim"}, self.config.timeout_s, self.cancel)
         if len(set(self.reference_outputs)) == 1:
@@ -618,22 +618,27 @@ class _Check:
         c, v = self.config, self.verdict
         request = {"op": "time_graph", "seed": secrets.randbits(62), "trials": c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": True}
-        with self.verifier.gpu.exclusive():
-            t = self.candidate_call(request, timeout=c.compile_timeout_s + c.timeout_s)
-        if "timings" not in t:
-            v.graph = GraphTimings(note=t["note"])
-        elif not t["checks"]:  # each replay is picked by chance: rarely none
-            self.candidate_call({"op": "release"})
-            v.graph = GraphTimings(note="no replay was picked for checking: not reported")
-        else:
-            wrong = self.timed_mismatch(t["checks"])
-            raw = t["timings"]
-            v.graph = (GraphTimings(note=f"replay {wrong['call'] + 1} disagreed with the reference "
-                                         f"({wrong.get('note') or 'mismatch'}): forward depends on values read on "
-                                         "the host, which a graph does not read again") if wrong else
-                       GraphTimings(**{k: Timing(**raw[name]) for k, name in
-                                       (("candidate", "graph"), ("eager", "eager"), ("compiled", "compiled"))
-                                       if name in raw}, note=t["note"]))
+        try:
+            with self.verifier.gpu.exclusive():
+                t = self.candidate_call(request, timeout=c.compile_timeout_s + c.timeout_s)
+            if "timings" not in t:
+                v.graph = GraphTimings(note=t["note"])
+            elif not t["checks"]:  # each replay is picked by chance: rarely none
+                self.candidate_call({"op": "release"})
+                v.graph = GraphTimings(note="no replay was picked for checking: not reported")
+            elif wrong := self.timed_mismatch(t["checks"]):
+                v.graph = GraphTimings(note=f"replay {wrong['call'] + 1} disagreed with the reference "
+                                            f"({wrong.get('note') or 'mismatch'}): forward depends on values read "
+                                            "on the host, which a graph does not read again")
+            else:
+                raw = t["timings"]
+                v.graph = GraphTimings(**{k: Timing(**raw[name]) for k, name in
+                                          (("candidate", "graph"), ("eager", "eager"), ("compiled", "compiled"))
+                                          if name in raw}, note=t["note"])
+        finally:
+            # graph captures (ours, torch.compile's) can leave the CUDA generator in capture
+            # mode ("offset increment outside graph capture"): no later check runs in this worker
+            self.worker.kill("captured CUDA graphs")
         self.phase_done("cuda graph")
 
     def timed_mismatch(self, checks: list[dict]) -> dict | None:

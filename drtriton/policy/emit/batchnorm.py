@@ -29,6 +29,10 @@ from . import autotune, input_launch, pow2
 
 #: programs the stats kernel aims for (channel blocks x SPLIT)
 TARGET_PROGRAMS = 1024
+#: planes at least this long are applied a plane per program row (scalar channel, no division
+#: per element); the block of a program covers up to PLANE_BLOCK of a plane's elements
+PLANE_MIN = 32
+PLANE_BLOCK = 2048
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -146,10 +150,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             *(f"    {line}" for line in body),
         ]))
 
-    def affine_map(c: str, mask: str) -> list[str]:
+    def load(ptr: str, c: str, mask: str | None, other: float) -> str:
+        return f"tl.load({ptr} + {c}, mask={mask}, other={other})" if mask else f"tl.load({ptr} + {c})"
+
+    def affine_map(c: str, mask: str | None) -> list[str]:
         """scale = w * rstd and shift = b - mean * scale of channels c (mean, rstd known)."""
-        return ["scale = rstd" + (f" * tl.load(w_ptr + {c}, mask={mask}, other=1.0)" if w else ""),
-                "shift = " + (f"tl.load(b_ptr + {c}, mask={mask}, other=0.0) - " if b else "-") + "mean * scale"]
+        return ["scale = rstd" + (f" * {load('w_ptr', c, mask, 1.0)}" if w else ""),
+                "shift = " + (f"{load('b_ptr', c, mask, 0.0)} - " if b else "-") + "mean * scale"]
 
     if training:  # eval mode: apply computes scale and shift itself
         finish = names.kernel(f"{frag.label} finish")
@@ -195,28 +202,39 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     apply = names.kernel(f"{frag.label} apply" if training else frag.label)
     per_channel = (["scale_ptr", "shift_ptr"] if training
                    else ["rm_ptr", "rv_ptr"] + (["w_ptr"] if w else []) + (["b_ptr"] if b else []))
-    aparams = x_params + per_channel + epi.params() + [f"{o}_out" for o in outs] + ["n", "C", "S"]
+    # Planes (an (n, c) pair's S elements) when they are long enough: the channel and its scale
+    # and shift are one scalar per program; otherwise the flat output, channel per element
+    by_plane = spatial >= PLANE_MIN
+    aparams = x_params + per_channel + epi.params() + [f"{o}_out" for o in outs] + (["C", "S"] if by_plane else ["n", "C", "S"])
     aparams += sizes if frag.prologue or frag.epilogue else []
-    body = ["offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-            "mask = offs < n",
-            "c = (offs // S) % C"]
+    if by_plane:
+        body = ["plane = tl.program_id(0)",
+                "c = plane % C",
+                "s = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)",
+                "mask = s < S",
+                "offs = plane.to(tl.int64) * S + s"]
+    else:
+        body = ["offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+                "mask = offs < n",
+                "c = (offs // S) % C"]
     body += load_x("offs", "mask")
+    cmask = None if by_plane else "mask"
     if training:
-        body += ["scale = tl.load(scale_ptr + c, mask=mask, other=0.0)",
-                 "shift = tl.load(shift_ptr + c, mask=mask, other=0.0)"]
-    else:  # the finish kernel's arithmetic per element, from the running statistics
-        body += ["mean = tl.load(rm_ptr + c, mask=mask, other=0.0)",
-                 f"rstd = 1.0 / tl.sqrt(tl.load(rv_ptr + c, mask=mask, other=1.0) + {eps!r})",
-                 *affine_map("c", "mask")]
+        body += [f"scale = {load('scale_ptr', 'c', cmask, 0.0)}", f"shift = {load('shift_ptr', 'c', cmask, 0.0)}"]
+    else:  # the finish kernel's arithmetic, from the running statistics
+        body += [f"mean = {load('rm_ptr', 'c', cmask, 0.0)}",
+                 f"rstd = 1.0 / tl.sqrt({load('rv_ptr', 'c', cmask, 1.0)} + {eps!r})",
+                 *affine_map("c", cmask)]
     body += ["res = xv * scale + shift"]
     env = {out: "res"}
     body += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     body += [f"tl.store({o}_out + offs, {env[v]}, mask=mask)" for o, v in zip(outs, stores)]
     blocks = [{"BLOCK": bl, "num_warps": nw} for bl, nw in ((1024, 4), (2048, 8), (4096, 8))]
-    kernels.append("\n".join(autotune(blocks, ["n"], device) + [
+    kernels.append("\n".join(([] if by_plane else autotune(blocks, ["n"], device)) + [
         "@triton.jit",
         f"def {apply}({', '.join(aparams)}, BLOCK: tl.constexpr):",
-        "    # batch_norm applied: one pass over the flat output, channel c = (offset // S) % C",
+        ("    # batch_norm applied: a program per (plane, block of its S elements), channel c = plane % C"
+         if by_plane else "    # batch_norm applied: one pass over the flat output, channel c = (offset // S) % C"),
         *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
         *(f"    {line}" for line in body),
     ]))
@@ -250,7 +268,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         launch.append(f"{o} = torch.empty(_xs, device={dev}, dtype=torch.float32)")
     pre, eargs = epi.launch_args(f"{outs[0]}.shape")
     launch += pre
-    launch.append("_n = math.prod(_xs)")
-    aargs = xargs + (["_scale", "_scale[1]"] if training else running + affine) + eargs + outs + ["_n", "_C", "_S"] + sizes_args
-    launch.append(f"{apply}[lambda meta: (_cdiv(_n, meta['BLOCK']),)]({', '.join(aargs)})")
+    per_channel_args = ["_scale", "_scale[1]"] if training else running + affine
+    if by_plane:  # the block from the plane's length (no tuning: nothing else to choose)
+        aargs = xargs + per_channel_args + eargs + outs + ["_C", "_S"] + sizes_args
+        launch.append(f"_BLOCK = min({PLANE_BLOCK}, 1 << (_S - 1).bit_length())")
+        launch.append(f"{apply}[(_xs[0] * _C, _cdiv(_S, _BLOCK))]({', '.join(aargs)}, BLOCK=_BLOCK, "
+                      "num_warps=max(1, min(8, _BLOCK // 256)))")
+    else:
+        launch.append("_n = math.prod(_xs)")
+        aargs = xargs + per_channel_args + eargs + outs + ["_n", "_C", "_S"] + sizes_args
+        launch.append(f"{apply}[lambda meta: (_cdiv(_n, meta['BLOCK']),)]({', '.join(aargs)})")
     return Emitted(kernels, launch)
