@@ -10,7 +10,9 @@ the Triton interpreter. Each case failed before its fix:
 - logcumsumexp: a vocabulary scan whose combine is a stable log-add-exp;
 - cummax / cummin: vocabulary scans of (value, index) pairs;
 - aten.copy (functionalised `copy_`: diff with n=0, F.pad circular): lowered to src cast to self's
-  dtype, broadcast to its shape and cloned.
+  dtype, broadcast to its shape and cloned;
+- remainder / fmod of an integer tensor by a number (index arithmetic): the number was written as a
+  float literal, so the matcher refused integer results.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ CASES = [
     ("(lambda r: r[0] * 2 + r[1])(torch.cummax(x, 0))", "torch.randn(40, 3)", "cummax"),  # an epilogue
     # a functional copy (diff with n=0 is zeros_like(x).copy_(x)): a clone of src
     ("torch.diff(x, 0, 1) * 2.0", "torch.randn(3, 4)", "mul_scalar"),
+    # integer index arithmetic with a number ((arange(3) + 1) % 3 in cross's decomposition): an
+    # integer literal, the result stays an integer
+    ("torch.linalg.cross(x, x * 2.0 + 1.0)", "torch.randn(5, 3)", "remainder"),
+    ("x.index_select(1, (torch.arange(x.shape[1], device=x.device) + 5) % 7)", "torch.randn(4, 7)", "remainder"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

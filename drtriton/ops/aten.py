@@ -138,7 +138,8 @@ def _both_tensors(name: str):
 
 def _tensor_and_number(name: str):
     """A binary operator whose second operand may be a number (`fmod(x, 2.0)`): the number is a
-    literal of the expression, for floating-point results only (a literal is a float)."""
+    literal of the expression, for floating-point results, or an integer one for integer results
+    (index arithmetic: `(arange(3) + 1) % 3`)."""
     def m(node, values):
         x, y = node.args[:2]
         if not _is_tensor(x):
@@ -146,8 +147,9 @@ def _tensor_and_number(name: str):
         if _is_tensor(y):
             return name, {}
         out = values.get(node.outputs[0])
-        number = isinstance(y, (int, float)) and not isinstance(y, bool)
-        return (name, {}) if number and out is not None and "float" in out.dtype else None
+        if out is None or isinstance(y, bool) or not isinstance(y, (int, float)):
+            return None
+        return (name, {}) if "float" in out.dtype or ("int" in out.dtype and isinstance(y, int)) else None
     return m
 
 

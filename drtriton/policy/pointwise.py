@@ -66,9 +66,13 @@ class IndexSpace:
         return self._declared[d]
 
 
-def _literal(x) -> str:
+def _literal(x, integral: bool = False) -> str:
+    """A number written into a kernel: a float, or an integer where the result is an integer
+    (a float there would make the result a float)."""
     if isinstance(x, bool):
         return "1.0" if x else "0.0"
+    if integral and isinstance(x, int):
+        return str(x)
     return float_source(float(x)) if isinstance(x, (int, float)) else repr(x)
 
 
@@ -168,11 +172,13 @@ class PointwiseBlock:
         # operands by position; a number in a tensor's place (eq.Scalar(x, 0), where(c, x, 0.0)) is
         # written into the kernel
         fields = {}
+        out = self.program.values.get(node.outputs[0])
+        integral = out is not None and "int" in out.dtype
         for field, a in zip(("x", "y", "z"), node.args[:op.arity]):
             if isinstance(a, dict) and "value" in a:
-                fields[field] = env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal)
+                fields[field] = env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal, integral)
             else:
-                fields[field] = _literal(a)
+                fields[field] = _literal(a, integral)
         return template.format(**fields)
 
     # -- launcher side -----------------------------------------------------------------------

@@ -137,8 +137,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     lines += [
-        "_BD = max(16, triton.next_power_of_2(_D)) if _D <= 128 else 64  # one block for heads up to 128",
-        "_BDV = max(16, min(triton.next_power_of_2(_DV), 128))",
+        "_BD = max(16, _next_pow2(_D)) if _D <= 128 else 64  # one block for heads up to 128",
+        "_BDV = max(16, min(_next_pow2(_DV), 128))",
         f"_grid = lambda meta: (_cdiv(_L, meta['BLOCK_M']), _B * _H, _cdiv(_DV, _BDV))",
     ]
     call = ["_q", "_k", "_v"] + args + outs + ["_H", "_L", "_S", "_D", "_DV", f"_D ** -0.5 * {LOG2E!r}",

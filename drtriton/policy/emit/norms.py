@@ -157,7 +157,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                   f"def {name}({', '.join(params)}, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr):",
                   f"    # {frag.label}: {what}; a program holds BLOCK_O whole rows: one read, one write",
                   *(f"    {line}" for line in body)]
-        lines += ["_BR = triton.next_power_of_2(_R)",
+        lines += ["_BR = _next_pow2(_R)",
                   f"_BO = max(1, {SHORT_TILE} // _BR)",
                   f"{name}[(_cdiv(_O, _BO),)]({', '.join(xargs + wb_args + epi_args + outs + ['_O', '_R'] + geometry_args + size_args)}, "
                   "BLOCK_O=_BO, BLOCK_R=_BR, num_warps=8 if _BR >= 2048 else 4)"]

@@ -207,5 +207,5 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     args += ["_R", "_I"] + ([str(attrs["k"])] if op in ("topk", "kthvalue") else [])
     warps = 4 if R <= 1024 else 8
     lines += ["if _O * _R * _I:",
-              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(triton.next_power_of_2(_R), 2), num_warps={warps})"]
+              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(_next_pow2(_R), 2), num_warps={warps})"]
     return Emitted(([_RUNS] if op == "mode" else []) + [kernel], lines)
