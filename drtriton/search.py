@@ -97,6 +97,7 @@ class SearchConfig:
     builtin: bool = True  # the built-in policy takes part (the baseline to beat)
     stream_chunk_lines: int = 8  # lines per text event for the built-in policy's code
     quick: bool = False  # every check quick (timed against eager only): training data, not users
+    cuda_graph: bool | None = None  # full checks also time the module as a CUDA graph (None: the verifier's setting)
 
 
 def _faster(a: Verdict, b: Verdict | None) -> bool:
@@ -409,7 +410,7 @@ class Search:
                 mode: str | None = None) -> Iterator[Event]:
         t0 = time.monotonic()
         verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick or self.config.quick,
-                                       mode=mode or self.config.mode)
+                                       mode=mode or self.config.mode, cuda_graph=self.config.cuda_graph)
         yield from self._record(attempt_id, policy, fragment, plan, verdict, time.monotonic() - t0, tokens, generation_s,
                                 source=source)
         return verdict

@@ -19,6 +19,7 @@ class Settings:
     mode: str = "auto"  # auto (strict, then mixed for what is left) | strict | mixed
     search_budget_s: float = 600.0  # like `drtriton convert --budget`
     output: str = "{stem}_triton.py"  # beside the source; {stem}, {class} and {dir} are replaced
+    cuda_graph: bool = False  # also time the converted module replayed as a CUDA graph (GPU)
 
     @classmethod
     def from_client(cls, raw: object) -> tuple["Settings", list[str]]:
@@ -56,6 +57,12 @@ class Settings:
                 s = replace(s, search_budget_s=float(budget))
             else:
                 problems.append(f"drtriton.searchBudgetSeconds must be a positive number, not {budget!r}")
+        graph = raw.get("cudaGraph")
+        if graph is not None:
+            if isinstance(graph, bool):
+                s = replace(s, cuda_graph=graph)
+            else:
+                problems.append(f"drtriton.cudaGraph must be true or false, not {graph!r}")
         if (v := text("output")) is not None:
             if "{stem}" in v or "{class}" in v:
                 s = replace(s, output=v)

@@ -315,7 +315,8 @@ def _search_thread(job: Job, verifier, policies: list, post) -> None:
         from drtriton.search import Search, SearchConfig
         from drtriton.verify import Cancelled
 
-        config = SearchConfig(mode=job.settings.mode, budget_s=job.settings.search_budget_s)
+        config = SearchConfig(mode=job.settings.mode, budget_s=job.settings.search_budget_s,
+                              cuda_graph=job.settings.cuda_graph)
         search = Search(job.problem, verifier, config, policies=policies, cancel=job.cancel)
         try:
             for event in search.run():

@@ -582,7 +582,7 @@ class DRTritonServer(LanguageServer):
 
 def _settings_dict(s: Settings) -> dict:
     return {"policy": s.policy, "device": s.device, "mode": s.mode, "search_budget_s": s.search_budget_s,
-            "model": s.model, "endpoint": s.endpoint}
+            "model": s.model, "endpoint": s.endpoint, "cuda_graph": s.cuda_graph}
 
 
 def _build_problem(text: str, class_name: str, path: str):

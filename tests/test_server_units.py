@@ -380,6 +380,9 @@ def test_settings_from_the_client_keep_defaults_for_refused_values(tmp_path):
     odd = Settings(output="{stem}_{nope}.py")
     assert odd.output_path(src, "Block") == tmp_path / "net_triton.py"
     assert Settings.from_client(None) == (Settings(), [])
+    assert Settings.from_client({"cudaGraph": True})[0].cuda_graph is True
+    kept, problems = Settings.from_client({"cudaGraph": "yes"})
+    assert kept.cuda_graph is False and "drtriton.cudaGraph" in problems[0]
 
 
 # --------------------------------------------------------------------------------------------

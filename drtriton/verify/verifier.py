@@ -175,13 +175,15 @@ class Verifier:
         quick: bool = False,
         mode: str | None = None,
         other_shapes: bool | None = None,
+        cuda_graph: bool | None = None,
     ) -> Verdict:
         """Check `source` against `problem`. Setting `cancel` stops the check (raising
         `Cancelled`); `progress` receives a short line at each step. `quick` (the search's
         fragment checks): the same correctness checks on get_inputs()'s shapes, timing against
         eager only, fewer calls. `other_shapes`: also check a second input configuration (another
         batch size: a trial of phase "other_shapes"); by default in full checks, not quick ones.
-        `mode` overrides the configured strict/mixed mode for this check."""
+        `mode` overrides the configured strict/mixed mode for this check, `cuda_graph` the
+        configured CUDA-graph option (full checks on a GPU only)."""
         if mode not in (None, "strict", "mixed"):
             raise ValueError(f"mode must be strict or mixed, not {mode!r}")
         started = time.monotonic()
@@ -189,7 +191,8 @@ class Verifier:
         while True:
             alone = problem.key in self._alone
             check = _Check(self, problem, cancel, progress, quick, mode or self.config.mode, alone=alone,
-                           other_shapes=not quick if other_shapes is None else other_shapes)
+                           other_shapes=not quick if other_shapes is None else other_shapes,
+                           cuda_graph=self.config.cuda_graph if cuda_graph is None else cuda_graph)
             try:
                 with self._memory(alone):
                     check.run(source, candidate_class)
@@ -315,6 +318,7 @@ class _Check:
     mode: str = "strict"
     alone: bool = False  # holds the GPU's memory alone (a large problem)
     other_shapes: bool = False  # also check a second input configuration (another batch size)
+    cuda_graph: bool = False  # also time the verified module replayed as a CUDA graph
     verdict: Verdict = field(init=False)
     other_sizes: str = field(default="", init=False)  # "a leading dimension of 32 instead of 64"
     launches: list | None = None  # the launch sequence of the first verified call
@@ -396,7 +400,7 @@ class _Check:
                 self.trial(len(v.trials), "after_timing", extra_calls=0)
             self.phase_done("trials")
             self.candidate_call({"op": "trim"})
-            if self.cuda and self.config.cuda_graph and not self.quick:
+            if self.cuda and self.cuda_graph and not self.quick:
                 self.progress("timing forward replayed as a CUDA graph")
                 self.time_graph()
         with self.pool.reference() as ref:

@@ -12,7 +12,7 @@ local defaults = {
   -- The whole server command; nil: { python, '-m', 'drtriton.server' }.
   cmd = nil,
   -- The `drtriton` settings the server asks for (workspace/configuration): policy, endpoint,
-  -- model, device, mode, searchBudgetSeconds, output.
+  -- model, device, mode, searchBudgetSeconds, cudaGraph, output.
   settings = {},
   filetypes = { 'python' },
   root_markers = { 'pyproject.toml', 'setup.py', 'setup.cfg', '.git' },
