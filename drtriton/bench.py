@@ -20,6 +20,7 @@ from typing import Callable
 from .errors import describe_exception
 from .problem import Problem
 from .verify import Verdict, Verifier
+from .verify.gpus import VerifierSlots
 from .verify.verdict import STRICT_PYTORCH_COMPUTE
 
 THRESHOLDS = (0.0, 1.0, 1.5, 2.0)
@@ -80,13 +81,14 @@ def find_candidate(folder: Path, problem: Problem) -> Path | None:
 def run_bench(
     problems: list[Problem],
     candidates: Path,
-    verifier: Verifier,
+    verifier: Verifier | list[Verifier],
     progress: Callable[[int, int, BenchEntry], None] | None = None,
     mode: str | None = None,
 ) -> list[BenchEntry]:
     """Verify each problem's candidate file. Mode "auto": strict, and mixed for a candidate
-    strict mode refused only because PyTorch computes in its forward."""
-    def one(problem: Problem) -> BenchEntry:
+    strict mode refused only because PyTorch computes in its forward. Several verifiers (one per
+    GPU): problems are dealt out to them."""
+    def one(problem: Problem, verifier: Verifier) -> BenchEntry:
         path = find_candidate(candidates, problem)
         if path is None:
             return BenchEntry(problem, None, None)
@@ -97,25 +99,26 @@ def run_bench(
             verdict = verifier.verify(problem, source, mode="mixed")
         return BenchEntry(problem, path, verdict)
 
-    return _parallel(problems, one, verifier.config.workers, progress)
+    return _parallel(problems, one, verifier, progress)
 
 
 def run_search_bench(
     problems: list[Problem],
-    verifier: Verifier,
+    verifier: Verifier | list[Verifier],
     search_config,
     out: Path,
     progress: Callable[[int, int, BenchEntry], None] | None = None,
     policies: list | None = None,
 ) -> list[BenchEntry]:
     """Convert every problem with the test-time search; the winning modules land in
-    `out/candidates/`, so a later `--candidates` run can re-verify them."""
+    `out/candidates/`, so a later `--candidates` run can re-verify them. Several verifiers (one
+    per GPU): each problem's search runs on one of them."""
     from .search import Search
 
     folder = out / "candidates"
     folder.mkdir(parents=True, exist_ok=True)
 
-    def one(problem: Problem) -> BenchEntry:
+    def one(problem: Problem, verifier: Verifier) -> BenchEntry:
         search = Search(problem, verifier, search_config, policies=policies)
         for _ in search.run():
             pass
@@ -128,10 +131,14 @@ def run_search_bench(
         verdict = r.verdict or next((a.verdict for a in reversed(r.attempts) if a.fragment == "whole module"), None)
         return BenchEntry(problem, path, verdict, round(r.seconds, 2), r.plan, r.reason)
 
-    return _parallel(problems, one, verifier.config.workers, progress)
+    return _parallel(problems, one, verifier, progress)
 
 
-def _parallel(problems, one, workers, progress) -> list[BenchEntry]:
+def _parallel(problems, one, verifiers, progress) -> list[BenchEntry]:
+    """`one(problem, verifier)` for every problem, as many at once as the verifiers have workers,
+    each problem on a free verifier."""
+    verifiers = verifiers if isinstance(verifiers, list) else [verifiers]
+    slots = VerifierSlots(verifiers, verifiers[0].config.workers)
     entries: list[BenchEntry | None] = [None] * len(problems)
     done = 0
     lock = threading.Lock()
@@ -139,7 +146,8 @@ def _parallel(problems, one, workers, progress) -> list[BenchEntry]:
     def run(i: int) -> None:
         nonlocal done
         try:
-            entry = one(problems[i])
+            with slots.lend() as verifier:
+                entry = one(problems[i], verifier)
         except Exception as e:  # one problem's failure is its own entry; the run goes on
             entry = BenchEntry(problems[i], None, None, reason=f"internal error: {describe_exception(e)}")
         with lock:
@@ -148,7 +156,7 @@ def _parallel(problems, one, workers, progress) -> list[BenchEntry]:
             if progress:
                 progress(done, len(problems), entry)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=slots.size) as pool:
         list(pool.map(run, range(len(problems))))
     return entries  # type: ignore[return-value]
 
@@ -217,6 +225,10 @@ def report_markdown(entries: list[BenchEntry], summary: dict, title: str) -> str
                      f"{summary['graph_timed']} of {summary['graph_asked']} captured | "
                      f"{_fmt(summary['geomean_speedup_graph_eager'], '.2f', 'x')} | "
                      f"{_fmt(summary['geomean_speedup_graph_compile'], '.2f', 'x')} |")
+    if summary.get("wall_s"):
+        gpus = summary.get("gpus")
+        lines.append(f"\nWall time {summary['wall_s']:.0f} s, {summary['verdicts_per_minute']:.2f} problems per "
+                     f"minute{f' on {gpus} GPUs' if gpus and gpus > 1 else ''}.")
     if "median_search_s" in summary:
         lines.append(f"\nSearch time per problem: median {summary['median_search_s']:.1f} s, "
                      f"total {summary['total_search_s']:.0f} s.")

@@ -7,10 +7,12 @@ candidate, 2 usage errors (bad arguments, unreadable or broken problem files).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from .problem import ProblemError, load_file, load_problems
@@ -37,17 +39,41 @@ def _device_args(p: argparse.ArgumentParser, search: bool = False) -> None:
                         "beside torch.compile(mode='reduce-overhead'); reported apart (GPU)")
 
 
-def _make_verifier(args):
+def _make_verifier(args, gpus: str | None = None):
     from .verify import Verifier, VerifyConfig
 
     try:
         # (a search passes its mode with each check; auto starts strict)
         config = VerifyConfig(device=args.device, mode="strict" if args.mode == "auto" else args.mode,
                               timeout_s=args.timeout,
-                              workers=args.workers, cuda_graph=args.cuda_graph)
+                              workers=args.workers, cuda_graph=args.cuda_graph, gpus=gpus)
         return Verifier(config)
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+@contextlib.contextmanager
+def _make_verifiers(args):
+    """One verifier per GPU of `--gpus` on a CUDA device (one GPU: as `_make_verifier`); one
+    verifier on the CPU. Closed on the way out."""
+    from .verify.gpus import choose_gpus
+    from .verify.verifier import resolve_device
+
+    try:
+        gpus = choose_gpus(args.gpus) if resolve_device(args.device) == "cuda" else []
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    verifiers = []
+    try:
+        if len(gpus) > 1:
+            for g in gpus:
+                verifiers.append(_make_verifier(args, gpus=g))
+        else:
+            verifiers.append(_make_verifier(args, gpus=gpus[0] if gpus and args.gpus not in (None, "all") else None))
+        yield verifiers
+    finally:
+        for v in verifiers:
+            v.close()
 
 
 def _stderr(msg: str) -> None:
@@ -154,7 +180,8 @@ def cmd_bench(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # Each verdict is appended as it comes, so a run cut off part-way keeps what it finished
     # (the final report rewrites the file in problem order).
-    with open(out / "verdicts.jsonl", "w") as partial, _make_verifier(args) as verifier:
+    started = time.monotonic()
+    with open(out / "verdicts.jsonl", "w") as partial, _make_verifiers(args) as verifiers:
 
         bar = progress_bar(total=len(problems), unit="problem")
 
@@ -168,17 +195,21 @@ def cmd_bench(args) -> int:
             partial.flush()
 
         if candidates is not None:
-            entries = run_bench(problems, candidates, verifier, progress, mode=args.mode)
+            entries = run_bench(problems, candidates, verifiers, progress, mode=args.mode)
             what = f"candidates in {candidates}"
         else:
             from .search import SearchConfig
 
             config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
-            entries = run_search_bench(problems, verifier, config, out, progress, policies)
+            entries = run_search_bench(problems, verifiers, config, out, progress, policies)
             what = f"{args.policy} policy with search, budget {args.budget:g} s"
     bar.close()
     summary = summarize(entries)
-    write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {verifier.device}, {args.mode})")
+    summary["gpus"] = len(verifiers) if verifiers[0].device == "cuda" else 0
+    summary["wall_s"] = round(time.monotonic() - started, 1)
+    summary["verdicts_per_minute"] = round(len(entries) / max(summary["wall_s"], 1e-9) * 60, 2)
+    device = verifiers[0].device + (f" x{len(verifiers)}" if len(verifiers) > 1 else "")
+    write_report(entries, summary, out, f"drtriton bench: {args.problems} ({what}; {device}, {args.mode})")
     print(f"{summary['correct']}/{summary['problems']} correct; "
           f"fast_1 vs eager {summary['fast_p_eager']['1.0']:.1%}, "
           f"vs torch.compile {summary['fast_p_compile']['1.0']:.1%} "
@@ -428,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
     p.add_argument("--ids", help="only these problem ids: numbers and ranges, e.g. 1-30,45")
     p.add_argument("--limit", type=int, help="only the first N problems")
+    p.add_argument("--gpus", default="all",
+                   help="with a CUDA device: 'all' (default: every visible GPU, problems dealt out to them, "
+                        "--workers candidate workers on each) or a list such as 0,1")
     _device_args(p, search=True)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("serve-model", help="serve a local checkpoint over an OpenAI-compatible API")

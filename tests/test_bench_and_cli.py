@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from drtriton.bench import BenchEntry, report_markdown, summarize
+from drtriton.bench import BenchEntry, report_markdown, run_bench, summarize
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
 from verifier_cases import HACKS, RELU, RELU_OK, ROW_SUM, ROW_SUM_OK, SOFTMAX
@@ -221,3 +221,56 @@ def test_bench_auto_verifies_a_candidate_strict_then_mixed_when_pytorch_computes
     assert strict.verdict.status == "rejected" and "PyTorch computes in forward" in strict.verdict.reasons[0]
     [auto] = run_bench([problem], tmp_path, cpu_verifier, mode="auto")
     assert auto.verdict.correct and auto.verdict.settings["mode"] == "mixed"
+
+
+# -- several GPUs: problems dealt out to one verifier per GPU ------------------------------------
+
+
+class _FakeVerifier:
+    """Stands for a verifier on one GPU: counts the problems it checks and how many at once."""
+
+    def __init__(self, name: str, workers: int):
+        import threading
+        from types import SimpleNamespace
+
+        self.name, self.config, self.device = name, SimpleNamespace(workers=workers), "cuda"
+        self.seen, self.busy, self.most = [], 0, 0
+        self._lock = threading.Lock()
+
+    def verify(self, problem, source, mode=None):
+        import time
+
+        from drtriton.verify import Verdict
+
+        with self._lock:
+            self.busy += 1
+            self.most = max(self.most, self.busy)
+            self.seen.append(problem.name)
+        time.sleep(0.05)
+        with self._lock:
+            self.busy -= 1
+        return Verdict(correct=True, status="correct", reasons=[self.name])
+
+
+def test_problems_are_dealt_out_to_every_gpu_each_within_its_workers(tmp_path):
+    problems = [from_source(RELU, name=f"p{i}") for i in range(12)]
+    for p in problems:
+        (tmp_path / f"{p.name}.py").write_text("candidate")
+    gpus = [_FakeVerifier("gpu0", 2), _FakeVerifier("gpu1", 2)]
+    entries = run_bench(problems, tmp_path, gpus)
+    assert [e.problem.name for e in entries] == [p.name for p in problems]  # in problem order
+    assert sorted(sum((g.seen for g in gpus), [])) == sorted(p.name for p in problems)  # each once
+    assert all(g.seen for g in gpus) and all(g.most <= 2 for g in gpus), [(g.seen, g.most) for g in gpus]
+    assert max(g.most for g in gpus) == 2  # both workers of a GPU were used at once
+
+
+def test_gpus_option_names_visible_gpus_or_says_which_are(monkeypatch):
+    from drtriton.verify.gpus import choose_gpus
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert choose_gpus("all") == ["2", "3"] and choose_gpus("3,3") == ["3"]
+    with pytest.raises(ValueError, match="visible: 2, 3"):
+        choose_gpus("0,1")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match="no CUDA device"):
+        choose_gpus("all")

@@ -18,6 +18,7 @@ of one check, so `verify` can run in several threads at once.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 import threading
@@ -78,6 +79,12 @@ class VerifyConfig:
             raise ValueError("at least 1 timing trial")
 
 
+def _physical_gpu(gpus: str | None) -> str:
+    """The GPU a verifier's workers use (the first they see), as this process names it."""
+    first = (gpus or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    return re.sub(r"[^A-Za-z0-9-]", "_", first) or "0"
+
+
 def resolve_device(device: str) -> str:
     import torch
 
@@ -135,8 +142,11 @@ class Verifier:
             PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network, gpus=self.config.gpus),
             size=self.config.workers,
         )
-        self.gpu = GpuLock(self.pool.settings.cache_dir)  # timing holds the GPU alone
-        self.memory = GpuLock(self.pool.settings.cache_dir, "memory.lock")  # large problems do too
+        # timing holds the GPU alone, large problems its memory: locks of this GPU (a verifier on
+        # another GPU of the node takes its own)
+        gpu = _physical_gpu(self.config.gpus) if self.device == "cuda" else "cpu"
+        self.gpu = GpuLock(self.pool.settings.cache_dir, f"gpu-{gpu}.lock")
+        self.memory = GpuLock(self.pool.settings.cache_dir, f"memory-{gpu}.lock")
         self._alone: set[str] = set()  # keys of problems checked with the GPU's memory alone
         self.init_seed = secrets.randbits(31)  # parameters; secret like the input seeds
         self.background = ThreadPoolExecutor(max_workers=self.config.workers, thread_name_prefix="drtriton-ref")
