@@ -90,7 +90,7 @@ def torch_inputs(case: Case):
             tensors.append(torch.randint(0, max(high, 1), tuple(shape)))
         elif slot.domain == "positive":
             tensors.append(torch.rand(tuple(shape)) + 0.5)
-        elif slot.domain == "unit":
+        elif slot.domain in ("unit", "probability"):
             tensors.append(torch.rand(tuple(shape)))
         elif slot.domain == "above_one":
             tensors.append(torch.rand(tuple(shape)) + 1.0)

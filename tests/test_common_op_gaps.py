@@ -12,7 +12,8 @@ the Triton interpreter. Each case failed before its fix:
 - aten.copy (functionalised `copy_`: diff with n=0, F.pad circular): lowered to src cast to self's
   dtype, broadcast to its shape and cloned;
 - remainder / fmod of an integer tensor by a number (index arithmetic): the number was written as a
-  float literal, so the matcher refused integer results.
+  float literal, so the matcher refused integer results;
+- lgamma, digamma, erfinv, ndtri: new vocabulary records (pure tl.* expressions).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ CASES = [
     # integer literal, the result stays an integer
     ("torch.linalg.cross(x, x * 2.0 + 1.0)", "torch.randn(5, 3)", "remainder"),
     ("x.index_select(1, (torch.arange(x.shape[1], device=x.device) + 5) % 7)", "torch.randn(4, 7)", "remainder"),
+    # special functions as tl.* arithmetic (the interpreter has no libdevice): lgamma and digamma
+    # with their reflections below 0.5, the normal quantile's tails
+    ("torch.lgamma(x) + torch.digamma(x)", "torch.randn(4, 50) * 4", "lgamma"),
+    ("torch.special.ndtri(torch.sigmoid(x)) * torch.erfinv(torch.tanh(x) * 0.9)", "torch.randn(3, 60) * 3", "ndtri"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -64,8 +64,8 @@ def kernel_source(cases):
 
 def inputs(n, domain="real"):
     """Normal, wide, large and tiny values of both signs; the tiny ones are the last quarter.
-    The positive domain: their magnitudes plus 0.5; the unit domain: values in (-1, 1); above_one:
-    their magnitudes plus 1."""
+    The positive domain: their magnitudes plus 0.5; the unit domain: values in (-1, 1); probability:
+    in (0, 1); above_one: their magnitudes plus 1."""
     gen = torch.Generator().manual_seed(0)
     x = torch.cat([
         torch.randn(n // 4, generator=gen),
@@ -77,6 +77,8 @@ def inputs(n, domain="real"):
         return x.abs() + 0.5
     if domain == "unit":
         return torch.tanh(x) * 0.999
+    if domain == "probability":  # (0, 1), tails included
+        return (torch.tanh(x) * 0.999 + 1.0) / 2.0
     if domain == "above_one":  # 1 + the magnitudes: the tiny ones just above 1
         return 1.0 + x.abs()
     if domain == "mask":

@@ -53,7 +53,8 @@ _UNARY = {
     **{f"aten.{name}.default": name for name in (
         "neg", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
         "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "floor", "ceil", "trunc",
-        "round", "frac", "sign", "erfc", "acosh")},
+        "round", "frac", "sign", "erfc", "acosh", "lgamma", "digamma", "erfinv")},
+    "aten.special_erfinv.default": "erfinv", "aten.special_ndtri.default": "ndtri",
     "aten.sgn.default": "sign",
 }
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
@@ -628,6 +629,7 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
     **{f"prims.{n}.default": _unary(v) for n, v in (
         (k.split(".")[1], v) for k, v in _UNARY.items()) if n not in ("sgn",)},
     "prims.tanh.default": _unary("tanh"), "prims.abs.default": _unary("abs"),
+    "prims.erf_inv.default": _unary("erfinv"),
     **{f"prims.{n}.default": _both_tensors(v) for n, v in (
         ("atan2", "atan2"), ("hypot", "hypot"), ("fmax", "fmax"),
         ("fmin", "fmin"), ("maximum", "maximum"), ("minimum", "minimum"))},

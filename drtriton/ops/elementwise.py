@@ -94,6 +94,64 @@ def erfc(e: str) -> str:
             f"tl.where({e} >= 0.0, {tail}, 2.0 - {tail}))")
 
 
+# Lanczos (g = 7, 9 terms, Numerical Recipes / Boost's coefficients): Gamma(z + 1) =
+# sqrt(2 pi) t^(z + 0.5) e^-t A(z) with t = z + 7.5, for z >= -0.5 (the reflection covers the rest)
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+_HALF_LOG_2PI = 0.9189385332046727
+
+
+def _near_int_offset(e: str) -> str:
+    """e minus its nearest integer, exact in floating point: |sin(pi e)| = |sin(pi f)| computed
+    from it keeps its accuracy near the poles (pi * e itself is off by ulp(pi * e))."""
+    return f"({e} - tl.floor({e} + 0.5))"
+
+
+def lgamma(e: str) -> str:
+    """log|Gamma(e)| in fp32 arithmetic: the Lanczos sum for e >= 0.5, and for e < 0.5 the
+    reflection log(pi / |sin(pi e)|) - lgamma(1 - e) (poles at 0, -1, ...: inf)."""
+    z = f"(tl.where({e} < 0.5, 1.0 - {e}, {e}) - 1.0)"
+    series = " + ".join([repr(_LANCZOS[0])] + [f"{c!r} / ({z} + {float(i)!r})" for i, c in enumerate(_LANCZOS[1:], 1)])
+    t = f"({z} + 7.5)"
+    right = f"({_HALF_LOG_2PI!r} + ({z} + 0.5) * tl.log({t}) - {t} + tl.log({series}))"
+    left = f"(tl.log({math.pi!r} / tl.abs(tl.sin({math.pi!r} * {_near_int_offset(e)}))) - {right})"
+    return f"tl.where({e} < 0.5, {left}, {right})"
+
+
+def digamma(e: str) -> str:
+    """psi(e): six steps of the recurrence psi(y) = psi(y + 1) - 1/y, then the asymptotic series
+    at y + 6 (error under 1e-8); for e < 0.5 the reflection psi(1 - e) - pi / tan(pi e)."""
+    y = f"tl.where({e} < 0.5, 1.0 - {e}, {e})"
+    w = f"({y} + 6.0)"
+    inv2 = f"(1.0 / ({w} * {w}))"
+    series = (f"(tl.log({w}) - 0.5 / {w} - {inv2} * {_poly(inv2, (1 / 12, -1 / 120, 1 / 252, -1 / 240))})")
+    steps = " + ".join(f"1.0 / ({y} + {float(k)!r})" for k in range(6))
+    right = f"({series} - ({steps}))"
+    f = _near_int_offset(e)  # cot has period pi: cot(pi e) = cot(pi f), without fp32's error in pi * e
+    return f"tl.where({e} < 0.5, {right} - {math.pi!r} * tl.cos({math.pi!r} * {f}) / tl.sin({math.pi!r} * {f}), {right})"
+
+
+def erfinv(e: str) -> str:
+    """The inverse error function on (-1, 1) (Giles, "Approximating the erfinv function", single
+    precision: two polynomials in w = -log(1 - e^2)); +-inf at +-1."""
+    return _erfinv(e, f"(-tl.log((1.0 - {e}) * (1.0 + {e})))")
+
+
+def ndtri(e: str) -> str:
+    """The standard normal quantile, sqrt(2) erfinv(2p - 1), with w = -log(4p(1 - p)) taken from p
+    itself (1 - (2p - 1)^2 would cancel in the tails)."""
+    return f"{math.sqrt(2.0)!r} * " + _erfinv(f"(2.0 * {e} - 1.0)", f"(-tl.log(4.0 * {e} * (1.0 - {e})))")
+
+
+def _erfinv(e: str, w: str) -> str:
+    central = _poly(f"({w} - 2.5)", (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
+                                      -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08))
+    tail = _poly(f"(tl.sqrt({w}) - 3.0)", (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773,
+                                            -0.00367342844, 0.00134934322, 0.000100950558, -0.000200214257))
+    return f"tl.where(tl.abs({e}) == 1.0, {e} / 0.0, tl.where({w} < 5.0, {central}, {tail}) * {e})"
+
+
 _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805
 
@@ -316,6 +374,13 @@ MATH = (
           "inverse hyperbolic tangent (|x| < 1)", domain="unit"),
     _math("erf", "tl.erf({x})", "error function", torch_name="torch.erf"),
     _math("erfc", erfc("{x}"), "1 - erf(x), accurate in the tails", value_range=_fixed(0.0, 2.0)),
+    # special functions (distributions' log-densities, the normal quantile): not drawn, as their
+    # poles and unbounded ends have no glue into their domains
+    _math("lgamma", lgamma("{x}"), "log |Gamma(x)|", domain="positive", drawn=False),
+    _math("digamma", digamma("{x}"), "the derivative of lgamma", domain="positive", drawn=False),
+    _math("erfinv", erfinv("{x}"), "inverse error function (|x| < 1)", domain="unit", drawn=False),
+    _math("ndtri", ndtri("{x}"), "the standard normal quantile (0 < x < 1)", domain="probability",
+          torch_name="torch.special.ndtri", method=False, drawn=False),
     # log(x + sqrt(x^2 - 1)) as log1p of (x - 1) + sqrt((x - 1)(x + 1)): accurate near 1. Its
     # domain (x >= 1) has no glue into it: not drawn
     _math("acosh", log1p_any("(({x} - 1.0) + tl.sqrt(({x} - 1.0) * ({x} + 1.0)))"),

@@ -59,7 +59,7 @@ def _input_expr(graph: Graph, solution: Solution, tensor_id: int, shape_name: st
         src, axis = node.op.slots[[u.tensor for u in node.uses].index(tensor_id)].index_of
         classes = solution.adapted[node.index][src][axis]
         return f"torch.randint(0, {classes}, {shape_name})"
-    if tensor.domain == "unit":
+    if tensor.domain in ("unit", "probability"):
         return f"torch.rand({shape_name})"
     if tensor.domain == "mask":
         return f"torch.rand({shape_name}) > 0.5"

@@ -28,7 +28,7 @@ from drtriton.training.synth.config import Knobs
 
 #: Value ranges of fresh inputs by domain.
 INPUT_RANGES: dict[str, Range] = {"real": UNBOUNDED, "positive": (0.5, 1.5), "unit": UNIT, "index": (0.0, float("inf")),
-                                  "mask": UNIT, "above_one": (1.0, 2.0)}
+                                  "mask": UNIT, "above_one": (1.0, 2.0), "probability": UNIT}
 #: dtypes of fresh inputs by domain (float32 otherwise)
 INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool"}
 #: Relative weights of ranks for new inputs (rank 0 is rare but legal).
