@@ -28,9 +28,18 @@ from torch.utils import _pytree as pytree
 
 def input_signature(args: tuple) -> tuple:
     """What a captured graph is valid for: the sizes, dtype and device of each tensor argument
-    (values are copied into the graph's buffers, so layouts may differ), other arguments as is."""
-    return tuple((tuple(a.shape), a.dtype, a.device) if isinstance(a, torch.Tensor) else ("value", a)
-                 for a in args)
+    (values are copied into the graph's buffers, so layouts may differ), other arguments by value
+    (a graph replays the work of the values it was captured with)."""
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((tuple(a.shape), a.dtype, a.device))
+        elif any(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(a)):
+            raise TypeError("CUDAGraphed takes tensors and plain values as arguments, not tensors inside "
+                            f"a {type(a).__name__}")
+        else:
+            key.append(("value", repr(a)))
+    return tuple(key)
 
 
 @dataclass

@@ -59,3 +59,11 @@ def test_graph_timings_round_trip_and_reach_every_report():
     assert "1 of 2 captured | 4.00x | 2.00x |" in text
     assert "(CUDA graph: 4.00x vs eager, 2.00x vs reduce-overhead)" in text
     assert "(CUDA graph: not capturable" in text
+
+
+def test_arguments_are_keyed_by_value_and_tensors_in_containers_are_refused():
+    x = torch.randn(2, 3)
+    assert input_signature((x, [1, 2])) == input_signature((x, [1, 2]))  # a list: by value
+    assert input_signature((x, [1, 2])) != input_signature((x, [1, 3]))
+    with pytest.raises(TypeError, match="not tensors inside a tuple"):
+        input_signature(((x, x),))

@@ -9,7 +9,7 @@ import torch
 
 from drtriton.problem import from_source
 from drtriton.verify.verdict import Timing, launched_kernel
-from drtriton.verify.worker.guard import PatchDetector, launch_signature
+from drtriton.verify.worker.guard import PatchDetector, launch_record, launch_signature, launch_signatures
 from drtriton.verify.worker.harness import (MIN_REPLAYS, TimedChecks, TimedInputs, _copy_keeping_layout, _into_buffers,
                                              remembers_results)
 from drtriton.verify.worker.runtime import ProblemRuntime
@@ -153,3 +153,15 @@ def test_the_reference_worker_judges_picked_timed_calls_in_one_request(tmp_path,
     assert reply["ok"] and [r["passed"] for r in reply["results"]] == [True, True, False, True]
     assert reply["results"][2]["call"] == 2 and not harness.outputs  # nothing left behind
     assert reply["unchecked"] == 0 and not list(tmp_path.glob("*.bin"))
+
+
+def test_launch_records_keep_no_tensors_and_copy_a_grid_list():
+    """A launch is recorded as what its signature needs, at the launch: later changes to a grid
+    list cannot alter it, and no argument tensor stays alive in the record."""
+    class Kernel:
+        __name__ = "k"
+    x, grid = torch.zeros(4), [3, 1]
+    record = launch_record(Kernel(), (x, 7, 0.5, False), {"grid": grid, "warmup": False, "BLOCK": 64})
+    grid[0] = 99
+    assert not any(isinstance(v, torch.Tensor) for part in record[1:] for v in (part or ()))
+    assert launch_signatures([record]) == ["k[3,1](7,False,BLOCK=64)"]

@@ -116,7 +116,7 @@ def lgamma(e: str) -> str:
     t = f"({z} + 7.5)"
     right = f"({_HALF_LOG_2PI!r} + ({z} + 0.5) * tl.log({t}) - {t} + tl.log({series}))"
     left = f"(tl.log({math.pi!r} / tl.abs(tl.sin({math.pi!r} * {_near_int_offset(e)}))) - {right})"
-    return f"tl.where({e} < 0.5, {left}, {right})"
+    return f"tl.where(tl.abs({e}) > 3.0e38, tl.abs({e}), tl.where({e} < 0.5, {left}, {right}))"  # +-inf: inf
 
 
 def digamma(e: str) -> str:
@@ -129,27 +129,44 @@ def digamma(e: str) -> str:
     steps = " + ".join(f"1.0 / ({y} + {float(k)!r})" for k in range(6))
     right = f"({series} - ({steps}))"
     f = _near_int_offset(e)  # cot has period pi: cot(pi e) = cot(pi f), without fp32's error in pi * e
-    return f"tl.where({e} < 0.5, {right} - {math.pi!r} * tl.cos({math.pi!r} * {f}) / tl.sin({math.pi!r} * {f}), {right})"
+    value = f"tl.where({e} < 0.5, {right} - {math.pi!r} * tl.cos({math.pi!r} * {f}) / tl.sin({math.pi!r} * {f}), {right})"
+    return f"tl.where(({e} < 0.0) & ({e} == tl.floor({e})), ({e} - {e}) / 0.0, {value})"  # negative integers: nan
 
 
 def erfinv(e: str) -> str:
     """The inverse error function on (-1, 1) (Giles, "Approximating the erfinv function", single
-    precision: two polynomials in w = -log(1 - e^2)); +-inf at +-1."""
-    return _erfinv(e, f"(-tl.log((1.0 - {e}) * (1.0 + {e})))")
+    precision: two polynomials in w = -log(1 - e^2)); +-inf at +-1 (w infinite)."""
+    w = f"(-tl.log((1.0 - {e}) * (1.0 + {e})))"
+    return f"tl.where({w} > 3.0e38, {e} / 0.0, tl.where({w} < 5.0, {_giles_central(w)}, {_giles_tail(w)}) * {e})"
+
+
+def _giles_central(w: str) -> str:
+    return _poly(f"({w} - 2.5)", (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
+                                  -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08))
+
+
+def _giles_tail(w: str) -> str:
+    return _poly(f"(tl.sqrt({w}) - 3.0)", (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773,
+                                            -0.00367342844, 0.00134934322, 0.000100950558, -0.000200214257))
+
+
+# Acklam's rational approximation of the normal quantile's tails, in q = sqrt(-2 log p)
+_ACKLAM_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
+             4.374664141464968e+00, 2.938163982698783e+00)
+_ACKLAM_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
 
 
 def ndtri(e: str) -> str:
-    """The standard normal quantile, sqrt(2) erfinv(2p - 1), with w = -log(4p(1 - p)) taken from p
-    itself (1 - (2p - 1)^2 would cancel in the tails)."""
-    return f"{math.sqrt(2.0)!r} * " + _erfinv(f"(2.0 * {e} - 1.0)", f"(-tl.log(4.0 * {e} * (1.0 - {e})))")
-
-
-def _erfinv(e: str, w: str) -> str:
-    central = _poly(f"({w} - 2.5)", (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
-                                      -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08))
-    tail = _poly(f"(tl.sqrt({w}) - 3.0)", (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773,
-                                            -0.00367342844, 0.00134934322, 0.000100950558, -0.000200214257))
-    return f"tl.where(tl.abs({e}) == 1.0, {e} / 0.0, tl.where({w} < 5.0, {central}, {tail}) * {e})"
+    """The standard normal quantile: sqrt(2) erfinv(2p - 1) with Giles' central polynomial for
+    0.02425 <= p <= 0.97575, w = -log(4p(1 - p)) taken from p (no cancellation); Acklam's
+    rational function of sqrt(-2 log p) in the tails, however small p is; -inf, inf at 0, 1."""
+    def tail(p: str) -> str:
+        q = f"tl.sqrt(-2.0 * tl.log({p}))"
+        return f"({_poly(q, _ACKLAM_C[::-1])} / {_poly(q, (1.0, *_ACKLAM_D[::-1]))})"
+    w = f"(-tl.log(4.0 * {e} * (1.0 - {e})))"
+    central = f"({math.sqrt(2.0)!r} * {_giles_central(w)} * (2.0 * {e} - 1.0))"
+    value = f"tl.where({e} < 0.02425, {tail(e)}, tl.where({e} > 0.97575, -{tail(f'(1.0 - {e})')}, {central}))"
+    return f"tl.where({e} == 0.0, ({e} - 1.0) / 0.0, tl.where({e} == 1.0, {e} / 0.0, {value}))"
 
 
 _SELU_ALPHA = 1.6732632423543772

@@ -627,37 +627,53 @@ class _Check:
         return t, timings
 
     def time_graph(self) -> None:
-        """The CUDA-graph option, after the verified timing: a note instead of timings where
-        forward cannot be captured or its replays disagree with the reference."""
+        """The CUDA-graph option, after the verified module's checks: a note instead of timings
+        where forward cannot be captured, its replays disagree with the reference or the step
+        itself fails (an option never changes the verdict, except a rejection: a patched
+        function or a sandbox refusal while captured or replayed)."""
         c, v = self.config, self.verdict
-        request = {"op": "time_graph", "seed": secrets.randbits(62), "trials": c.timing_trials,
-                   "warmup": c.timing_warmup, "launches": self.launches, "compile": True}
         try:
+            with self.verifier.gpu.shared():  # torch.compile(mode="reduce-overhead"): minutes, shared
+                self.candidate_call({"op": "prepare_graph", "seed": secrets.randbits(62)},
+                                    timeout=c.compile_timeout_s)
+            request = {"op": "time_graph", "seed": secrets.randbits(62), "trials": c.timing_trials,
+                       "warmup": c.timing_warmup, "launches": self.launches, "compile": True}
             with self.verifier.gpu.exclusive():
-                t = self.candidate_call(request, timeout=c.compile_timeout_s + c.timeout_s)
-            if "timings" not in t:
-                v.graph = GraphTimings(note=t["note"])
-            elif not t["checks"]:  # each replay is picked by chance: rarely none
-                self.candidate_call({"op": "release"})
-                v.graph = GraphTimings(note="no replay was picked for checking: not reported")
-            elif wrong := self.timed_mismatch(t["checks"]):
-                v.graph = GraphTimings(note=f"replay {wrong['call'] + 1} disagreed with the reference "
-                                            f"({wrong.get('note') or 'mismatch'}): forward depends on values read "
-                                            "on the host, which a graph does not read again")
-            else:
-                raw = t["timings"]
-                v.graph = GraphTimings(**{k: Timing(**raw[name]) for k, name in
-                                          (("candidate", "graph"), ("eager", "eager"), ("compiled", "compiled"))
-                                          if name in raw}, note=t["note"])
+                t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
+            v.graph = self._graph_timings(t)
+        except _Fault as f:
+            if f.status == V.REJECTED:
+                raise
+            v.graph = GraphTimings(note=f"the CUDA-graph step failed: {f.reason}")
+        except (WorkerDied, _OutOfMemory, _ReferenceLost) as e:
+            v.graph = GraphTimings(note=f"the CUDA-graph step failed: {e}")
         finally:
             # graph captures (ours, torch.compile's) can leave the CUDA generator in capture
             # mode ("offset increment outside graph capture"): no later check runs in this worker
             self.worker.kill("captured CUDA graphs")
         self.phase_done("cuda graph")
 
-    def timed_mismatch(self, checks: list[dict]) -> dict | None:
+    def _graph_timings(self, t: dict) -> GraphTimings:
+        if "timings" not in t:
+            return GraphTimings(note=t["note"])
+        if not t["checks"]:  # each replay is picked by chance: rarely none
+            self.candidate_call({"op": "release"})
+            return GraphTimings(note="no replay was picked for checking: not reported")
+        wrong, compared = self.timed_mismatch(t["checks"])
+        if wrong:
+            return GraphTimings(note=f"replay {wrong['call'] + 1} disagreed with the reference "
+                                     f"({wrong.get('note') or 'mismatch'}): forward depends on values read "
+                                     "on the host, which a graph does not read again")
+        if not compared:
+            return GraphTimings(note="no replay could be compared with the reference: not reported")
+        raw = t["timings"]
+        return GraphTimings(**{k: Timing(**raw[name]) for k, name in
+                               (("candidate", "graph"), ("eager", "eager"), ("compiled", "compiled"))
+                               if name in raw}, note=t["note"])
+
+    def timed_mismatch(self, checks: list[dict]) -> tuple[dict | None, int]:
         """The first timed output the worker kept that disagrees with the reference on the same
-        inputs (its call and note), or None."""
+        inputs (its call and note), or None; and how many were compared."""
         try:
             with self.verifier.gpu.shared():
                 reply = self.reference_call({"op": "check_timed", "key": self.problem.key, "calls": checks},
@@ -667,7 +683,7 @@ class _Check:
         if reply.get("unchecked"):
             self.verdict.flags.append(f"{reply['unchecked']} of {len(checks)} picked timed outputs not compared "
                                       "(the reference ran out of memory)")
-        return next((r for r in reply["results"] if not r["passed"]), None)
+        return next((r for r in reply["results"] if not r["passed"]), None), len(reply["results"])
 
     def check_timed_outputs(self, checks: list[dict], calls: int) -> None:
         """Compare the timed calls the worker picked at random with the reference on the same
@@ -675,7 +691,7 @@ class _Check:
         returns what it remembered) is rejected."""
         if not checks:  # none picked this run (each call is picked by chance): nothing shared
             return
-        wrong = self.timed_mismatch(checks)
+        wrong, _ = self.timed_mismatch(checks)
         if wrong:
             raise _Fault(V.REJECTED, f"the timed calls disagreed with the verified ones (timed call {wrong['call'] + 1} "
                                      f"of {calls}: {wrong.get('note') or 'mismatch'}): behaviour depends on being "

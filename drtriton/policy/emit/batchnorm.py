@@ -204,7 +204,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                    else ["rm_ptr", "rv_ptr"] + (["w_ptr"] if w else []) + (["b_ptr"] if b else []))
     # Planes (an (n, c) pair's S elements) when they are long enough: the channel and its scale
     # and shift are one scalar per program; otherwise the flat output, channel per element
-    by_plane = spatial >= PLANE_MIN
+    by_plane = PLANE_MIN <= spatial <= 65535 * PLANE_BLOCK  # (a grid's second axis: 65,535 blocks)
     aparams = x_params + per_channel + epi.params() + [f"{o}_out" for o in outs] + (["C", "S"] if by_plane else ["n", "C", "S"])
     aparams += sizes if frag.prologue or frag.epilogue else []
     if by_plane:

@@ -75,8 +75,9 @@ class LaunchRecorder:
 
     def __init__(self) -> None:
         self.depth = 0  # >0 while inside a launch (autotuner benchmarking nests launches)
-        # the recorded call's launches as (kernel, args, kwargs), None when not recording: cheap
-        # to take, so the signatures (`launch_signatures`) are made outside the timed region
+        # the recorded call's launches (`launch_record`: the kernel, a fixed grid, the integer
+        # arguments; no tensors kept alive), None when not recording; named by
+        # `launch_signatures` after the call, outside the timed region
         self.launches: list[tuple] | None = None
         self._installed = False
 
@@ -112,7 +113,7 @@ class LaunchRecorder:
             finally:
                 recorder.depth -= 1
                 if outermost and recorder.launches is not None and not kwargs.get("warmup", False):
-                    recorder.launches.append((kernel_self, args, kwargs))
+                    recorder.launches.append(launch_record(kernel_self, args, kwargs))
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         cls.run = run
@@ -129,8 +130,17 @@ class LaunchRecorder:
 _NOT_ARGUMENTS = {"grid", "warmup"}
 
 
-def launch_signatures(launches: list[tuple]) -> list[str]:
-    return [launch_signature(kernel, args, kwargs) for kernel, args, kwargs in launches]
+def launch_record(kernel, args: tuple, kwargs: dict) -> tuple:
+    """What a launch's signature is made of, taken at the launch: the kernel, the grid when fixed
+    (a copy: a list changed later cannot alter it), the integer and boolean arguments."""
+    grid = kwargs.get("grid")
+    fixed = tuple(grid) if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid) else None
+    return (kernel, fixed, tuple(a for a in args if isinstance(a, int)),
+            tuple((k, v) for k, v in kwargs.items() if k not in _NOT_ARGUMENTS and isinstance(v, int)))
+
+
+def launch_signatures(records: list[tuple]) -> list[str]:
+    return [_signature(*r) for r in records]
 
 
 def launch_signature(kernel, args: tuple, kwargs: dict) -> str:
@@ -138,12 +148,12 @@ def launch_signature(kernel, args: tuple, kwargs: dict) -> str:
     configuration), and the integer and boolean arguments (sizes, strides, loop bounds, flags),
     which a call that does other work than the verified one would change. Float arguments are
     left out: a scale read from the data (`.item()`) legitimately changes from call to call."""
-    name = kernel_name(kernel)
-    grid = kwargs.get("grid")
-    if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid):
-        name += f"[{','.join(map(str, grid))}]"
-    scalars = [repr(a) for a in args if isinstance(a, int)]
-    scalars += [f"{k}={v!r}" for k, v in sorted(kwargs.items()) if k not in _NOT_ARGUMENTS and isinstance(v, int)]
+    return _signature(*launch_record(kernel, args, kwargs))
+
+
+def _signature(kernel, grid: tuple | None, ints: tuple, int_kwargs: tuple) -> str:
+    name = kernel_name(kernel) + (f"[{','.join(map(str, grid))}]" if grid is not None else "")
+    scalars = [repr(a) for a in ints] + [f"{k}={v!r}" for k, v in sorted(int_kwargs)]
     return f"{name}({','.join(scalars)})"
 
 

@@ -421,6 +421,7 @@ class CandidateHarness:
         self.runtime_key = None
         self.compiled = None
         self.compiled_graph = None  # torch.compile(mode="reduce-overhead"), for the CUDA-graph option
+        self.compile_graph_note = ""
         self.compile_note = ""
         self.candidate = None
         self.candidate_module = None
@@ -758,6 +759,23 @@ class CandidateHarness:
                  "indexes": [None if index is None else transfer.share(index, folder) for _, index in outs]}
                 for i, seed, outs in checks.kept]
 
+    def op_prepare_graph(self, req: dict) -> dict:
+        """torch.compile(mode="reduce-overhead") of the reference, compiled and captured by its
+        first calls (a request of its own: the verifier holds the GPU shared meanwhile)."""
+        if self.compiled_graph is None:
+            inputs, _ = self.runtime.make_inputs(req["seed"], fingerprinted=False)
+            try:
+                compiled = torch.compile(self.runtime.model, mode="reduce-overhead")
+                with torch.no_grad():
+                    for _ in range(3):  # cudagraph trees record on a later call than the first
+                        compiled(*inputs)
+                _sync(self.device)
+                self.compiled_graph, self.compile_graph_note = compiled, ""
+            except Exception as e:
+                self.compiled_graph = False
+                self.compile_graph_note = f"torch.compile(mode='reduce-overhead') failed: {describe_error(e)}"
+        return {"ok": True, "note": self.compile_graph_note}
+
     def op_time_graph(self, req: dict) -> dict:
         """The verified candidate replayed as a CUDA graph (`drtriton.cuda_graph`, an option),
         timed beside eager and torch.compile(mode="reduce-overhead"). The capture is watched like
@@ -773,7 +791,7 @@ class CandidateHarness:
         self.recorder.begin_call()
         try:
             with torch.no_grad(), self._armed(), accountant:
-                graphed.capture(tuple(inputs))
+                captured = graphed.capture(tuple(inputs))
             _sync(self.device)
         except Exception as e:
             return {"ok": True, "note": f"not capturable as a CUDA graph: {describe_error(e, self.candidate_file)}"}
@@ -805,18 +823,14 @@ class CandidateHarness:
                     return fn(*args)
             return run
 
-        fns = {"graph": call(graphed, armed=True), "eager": call(self.runtime.model)}
+        # the captured graph's replays themselves: inputs that would need another capture (a
+        # number from get_inputs that changes with the seed) replay this one and fail the checks
+        fns = {"graph": call(lambda *a: captured.replay(a), armed=True), "eager": call(self.runtime.model)}
         note = ""
-        if req.get("compile", True) and self.compiled_graph is None:
-            try:  # compiled (and captured) by its first call, before the timing
-                compiled = torch.compile(self.runtime.model, mode="reduce-overhead")
-                call(compiled)(reference)
-                self.compiled_graph = compiled
-            except Exception as e:
-                self.compiled_graph = False
-                note = f"torch.compile(mode='reduce-overhead') failed: {describe_error(e)}"
-        if req.get("compile", True) and self.compiled_graph is not False:
+        if req.get("compile", True) and self.compiled_graph is not None and self.compiled_graph is not False:
             fns["compiled"] = call(self.compiled_graph)
+        elif req.get("compile", True):
+            note = self.compile_graph_note or "torch.compile(mode='reduce-overhead') not prepared"
         raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()) + " (in a replay)")
