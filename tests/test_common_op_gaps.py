@@ -13,7 +13,7 @@ the Triton interpreter. Each case failed before its fix:
   dtype, broadcast to its shape and cloned;
 - remainder / fmod of an integer tensor by a number (index arithmetic): the number was written as a
   float literal, so the matcher refused integer results;
-- lgamma, digamma, erfinv, ndtri: new vocabulary records (pure tl.* expressions).
+- lgamma, digamma, erfinv, ndtri, erfcx, i0/i0e/i1/i1e: new vocabulary records (pure tl.* expressions).
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ CASES = [
     # with their reflections below 0.5, the normal quantile's tails
     ("torch.lgamma(x) + torch.digamma(x)", "torch.randn(4, 50) * 4", "lgamma"),
     ("torch.special.ndtri(torch.sigmoid(x)) * torch.erfinv(torch.tanh(x) * 0.9)", "torch.randn(3, 60) * 3", "ndtri"),
+    ("torch.special.i0e(x) + torch.special.i1(x) * torch.special.erfcx(x)", "torch.randn(3, 40) * 6", "i0e"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -1,4 +1,5 @@
-"""The special functions written in tl.* arithmetic (lgamma, digamma, erfinv, ndtri) at their
+"""The special functions written in tl.* arithmetic (lgamma, digamma, erfinv, ndtri, erfcx, the
+modified Bessel functions I0 and I1, scaled or not) at their
 special values and far tails, against PyTorch in float64, under the Triton interpreter (the
 elementwise check covers their ordinary ranges)."""
 
@@ -18,8 +19,15 @@ CASES = {
     "digamma": [INF, 0.0, -1.0, -2.5, -3.001, 1.0, 1e-3, 1e4],
     "erfinv": [1.0, -1.0, 0.0, 0.999999, -0.5],
     "ndtri": [0.0, 1.0, 1e-10, 1e-30, 0.5, 1 - 1e-7, 0.02, 0.975],
+    "erfcx": [0.0, 0.3, 5.0, 30.0, 1e4, -0.3, -3.0, -9.0, INF],
+    "i0": [0.0, 1e-3, 1.0, -3.7, 3.8, 20.0, -50.0],
+    "i0e": [0.0, 1e-3, 1.0, -3.7, 3.8, 20.0, -500.0, 1e4],
+    "i1": [0.0, 1e-3, -1.0, 3.7, -3.8, 20.0, 50.0],
+    "i1e": [0.0, 1e-3, -1.0, 3.7, -3.8, 20.0, -500.0, 1e4],
 }
-TORCH = {"lgamma": torch.lgamma, "digamma": torch.digamma, "erfinv": torch.erfinv, "ndtri": torch.special.ndtri}
+TORCH = {"lgamma": torch.lgamma, "digamma": torch.digamma, "erfinv": torch.erfinv, "ndtri": torch.special.ndtri,
+         "erfcx": torch.special.erfcx, "i0": torch.special.i0, "i0e": torch.special.i0e, "i1": torch.special.i1,
+         "i1e": torch.special.i1e}
 
 
 def _kernel(name, tmp_path):

@@ -55,6 +55,9 @@ _UNARY = {
         "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "atanh", "erf", "floor", "ceil", "trunc",
         "round", "frac", "sign", "erfc", "acosh", "lgamma", "digamma", "erfinv")},
     "aten.special_erfinv.default": "erfinv", "aten.special_ndtri.default": "ndtri",
+    "aten.special_erfcx.default": "erfcx", "aten.i0.default": "i0", "aten.special_i0e.default": "i0e",
+    "aten.special_i1.default": "i1", "aten.special_i1e.default": "i1e",
+    "aten.special_modified_bessel_i0.default": "i0", "aten.special_modified_bessel_i1.default": "i1",
     "aten.sgn.default": "sign",
 }
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
@@ -629,7 +632,9 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
     **{f"prims.{n}.default": _unary(v) for n, v in (
         (k.split(".")[1], v) for k, v in _UNARY.items()) if n not in ("sgn",)},
     "prims.tanh.default": _unary("tanh"), "prims.abs.default": _unary("abs"),
-    "prims.erf_inv.default": _unary("erfinv"),
+    "prims.erf_inv.default": _unary("erfinv"), "prims.erfcx.default": _unary("erfcx"),
+    "prims.bessel_i0.default": _unary("i0"), "prims.bessel_i0e.default": _unary("i0e"),
+    "prims.bessel_i1.default": _unary("i1"), "prims.bessel_i1e.default": _unary("i1e"),
     **{f"prims.{n}.default": _both_tensors(v) for n, v in (
         ("atan2", "atan2"), ("hypot", "hypot"), ("fmax", "fmax"),
         ("fmin", "fmin"), ("maximum", "maximum"), ("minimum", "minimum"))},

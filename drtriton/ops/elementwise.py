@@ -83,12 +83,48 @@ def sinh(e: str) -> str:
     return f"tl.where(tl.abs({e}) < 0.1, {small}, 0.5 * (tl.exp({e}) - tl.exp(-{e})))"
 
 
-def erfc(e: str) -> str:
-    """1 - erf(e) to about 1e-7 relative everywhere (Numerical Recipes' erfcc: a rational
-    Chebyshev fit times exp(-e^2) for e >= 0, reflected as 2 - erfc(-e)); 1 - erf itself near 0."""
+def _erfc_parts(e: str) -> tuple[str, str]:
+    """Numerical Recipes' erfcc for e >= 0 as t * exp(-e^2 + inner): (t, inner)."""
     t = f"(1.0 / (1.0 + 0.5 * tl.abs({e})))"
     inner = _poly(t, (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
                       1.48851587, -0.82215223, 0.17087277))
+    return t, inner
+
+
+def erfcx(e: str) -> str:
+    """exp(e^2) erfc(e): erfcc's t * exp(inner) with the exp(-e^2) factor left out (no overflow
+    or underflow for large e); 2 exp(e^2) - erfcx(-e) below 0 (inf below about -9.4)."""
+    t, inner = _erfc_parts(e)
+    return f"tl.where({e} >= 0.0, {t} * tl.exp({inner}), 2.0 * tl.exp({e} * {e}) - {t} * tl.exp({inner}))"
+
+
+# Modified Bessel functions of order 0 and 1 (Numerical Recipes' bessi0 / bessi1: polynomials in
+# (x / 3.75)^2 below 3.75, in 3.75 / |x| times e^|x| / sqrt|x| above; relative error under 2e-7)
+_I0_SMALL = (1.0, 3.5156229, 3.0899424, 1.2067492, 0.2659732, 0.0360768, 0.0045813)
+_I0_LARGE = (0.39894228, 0.01328592, 0.00225319, -0.00157565, 0.00916281, -0.02057706, 0.02635537, -0.01647633,
+             0.00392377)
+_I1_SMALL = (0.5, 0.87890594, 0.51498869, 0.15084934, 0.02658733, 0.00301532, 0.00032411)
+_I1_LARGE = (0.39894228, -0.03988024, -0.00362018, 0.00163801, -0.01031555, 0.02282967, -0.02895312, 0.01787654,
+             -0.00420059)
+
+
+def bessel_i(e: str, order: int, scaled: bool) -> str:
+    """I0 or I1 of e, times exp(-|e|) when `scaled` (i0e, i1e: no overflow)."""
+    ax = f"tl.abs({e})"
+    y = f"(({e} / 3.75) * ({e} / 3.75))"
+    small = _poly(y, _I0_SMALL) if order == 0 else f"({ax} * {_poly(y, _I1_SMALL)})"
+    if scaled:
+        small = f"({small} * tl.exp(-{ax}))"
+    growth = f"(1.0 / tl.sqrt({ax}))" if scaled else f"(tl.exp({ax}) / tl.sqrt({ax}))"
+    large = f"({_poly(f'(3.75 / {ax})', _I0_LARGE if order == 0 else _I1_LARGE)} * {growth})"
+    value = f"tl.where({ax} < 3.75, {small}, {large})"
+    return value if order == 0 else f"tl.where({e} < 0.0, -{value}, {value})"
+
+
+def erfc(e: str) -> str:
+    """1 - erf(e) to about 1e-7 relative everywhere (Numerical Recipes' erfcc: a rational
+    Chebyshev fit times exp(-e^2) for e >= 0, reflected as 2 - erfc(-e)); 1 - erf itself near 0."""
+    t, inner = _erfc_parts(e)
     tail = f"{t} * tl.exp(-{e} * {e} + {inner})"
     return (f"tl.where(tl.abs({e}) < 0.5, 1.0 - tl.erf({e}), "
             f"tl.where({e} >= 0.0, {tail}, 2.0 - {tail}))")
@@ -396,6 +432,15 @@ MATH = (
     _math("lgamma", lgamma("{x}"), "log |Gamma(x)|", domain="positive", drawn=False),
     _math("digamma", digamma("{x}"), "the derivative of lgamma", domain="positive", drawn=False),
     _math("erfinv", erfinv("{x}"), "inverse error function (|x| < 1)", domain="unit", drawn=False),
+    _math("erfcx", erfcx("{x}"), "scaled complementary error function exp(x^2) erfc(x)",
+          torch_name="torch.special.erfcx", method=False, drawn=False),
+    _math("i0", bessel_i("{x}", 0, False), "modified Bessel function I0", drawn=False),
+    _math("i0e", bessel_i("{x}", 0, True), "exponentially scaled I0, exp(-|x|) I0(x)",
+          torch_name="torch.special.i0e", method=False, drawn=False),
+    _math("i1", bessel_i("{x}", 1, False), "modified Bessel function I1", torch_name="torch.special.i1",
+          method=False, drawn=False),
+    _math("i1e", bessel_i("{x}", 1, True), "exponentially scaled I1, exp(-|x|) I1(x)",
+          torch_name="torch.special.i1e", method=False, drawn=False),
     _math("ndtri", ndtri("{x}"), "the standard normal quantile (0 < x < 1)", domain="probability",
           torch_name="torch.special.ndtri", method=False, drawn=False),
     # log(x + sqrt(x^2 - 1)) as log1p of (x - 1) + sqrt((x - 1)(x + 1)): accurate near 1. Its
