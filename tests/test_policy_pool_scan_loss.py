@@ -366,3 +366,31 @@ def test_kernelbench_fragments_emit(kernelbench_dir):
                             failures.append(f"L{level}/{d['name']}: {frag.label}: {e}")
     assert not failures, failures
     assert emitted >= 80
+
+
+LONG_CUMSUM = """
+import json, sys
+import torch
+cns = {}
+exec(compile(open(sys.argv[1]).read(), "candidate", "exec"), cns)
+x = torch.rand(2, 60000, generator=torch.Generator().manual_seed(0))
+got = cns["ModelNew"]()(x).double()
+exact = torch.cumsum(x.double(), dim=1)
+ulp = torch.finfo(torch.float32).eps * exact.abs().clamp(min=1e-30)
+print(json.dumps({"ours": ((got - exact).abs() / ulp).max().item(),
+                  "torch": ((torch.cumsum(x, dim=1).double() - exact).abs() / ulp).max().item()}))
+"""
+
+
+def test_a_long_float32_cumsum_is_rounded_once_from_a_float64_sum(tmp_path):
+    """60,000 positive terms: the running total keeps float64's accuracy, each result rounded
+    once (within an ulp of the exact sum), so thresholds on it decide as the exact sum does."""
+    _, cand = first_candidate(source("torch.cumsum(x, dim=1)", "torch.rand(2, 60000)"))
+    (tmp_path / "candidate.py").write_text(cand.source)
+    (tmp_path / "run.py").write_text(LONG_CUMSUM)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(tmp_path / "candidate.py")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    errors = json.loads(proc.stdout.splitlines()[-1])
+    assert errors["ours"] <= 1.0, errors  # (eps-relative: one ulp is at most eps * |x|)

@@ -124,13 +124,17 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     neutral = {"cumsum": "0", "cumprod": "1", "logcumsumexp": 'float("-inf")'}[op]
     neutral += ".0" if acc == "tl.float32" and op != "logcumsumexp" else ""
     fold = "+" if op == "cumsum" else "*"
+    # a float32 cumsum adds in float64 and rounds each result once: a long row's running total
+    # keeps its accuracy, and thresholds on it (top-p masks) decide as the exact sum does
+    wide = op == "cumsum" and acc == "tl.float32"
+    scan_acc = "tl.float64" if wide else acc
     body = [
         "o = tl.program_id(0).to(tl.int64)",
         "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
         "col_mask = cols < I",
         "base = o * R * I",
         "# the running total of the steps before, per column",
-        f"carry = tl.full((BLOCK_I,), {neutral}, {acc})",
+        f"carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})",
         "for q0 in range(0, R, BLOCK_R):",
         "    q = q0 + tl.arange(0, BLOCK_R)  # positions in scan order",
         "    mask = (q[:, None] < R) & col_mask[None, :]",
@@ -147,8 +151,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         loop.append(f"xv = {env[x]}")
     else:
         loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0)")
-    loop += [f"xv = tl.where(mask, xv.to({acc}), {neutral})  # the tail past R must not reach the carry",
-             f"res = {combine} {fold} carry[None, :]",
+    loop += [f"xv = tl.where(mask, xv.to({scan_acc}), {neutral})  # the tail past R must not reach the carry",
+             f"res = {combine} {fold} carry[None, :]" if not wide else
+             f"res = ({combine} {fold} carry[None, :]).to({acc})",
              f"carry = carry {fold} {total}"]
     if op == "logcumsumexp":  # the carry joins through the combine, not an operator
         loop[-2:] = [f"res = _lae({combine}, carry[None, :])", f"carry = _lae(carry, {total})"]
