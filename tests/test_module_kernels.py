@@ -58,3 +58,8 @@ def test_shared_module_paths_are_looked_up_once_per_call():
     assert out[4] == "y = k[(1,)](x, _path2.weight, _path2.bias, _path0[1].conv.weight)"
     assert out[5] == "z = k[(1,)](y, _path1.weight, _path1.weight.shape[0], myself.net[0], self.training)"
     assert hoist_module_paths(["y = f(self.a.b, x)"]) == ["y = f(self.a.b, x)"]
+    # string literals and comments are text: neither counted nor rewritten
+    quoted = ['y = f(self.a.b.w, "self.a.b.v")  # self.a.b.u', "z = g(self.c.d)"]
+    assert hoist_module_paths(quoted) == quoted
+    mixed = ['y = f(self.a.b.w, self.a.b.v, "self.a.b.v")']
+    assert hoist_module_paths(mixed)[1:] == ["_path0 = self.a.b", 'y = f(_path0.w, _path0.v, "self.a.b.v")']

@@ -152,10 +152,13 @@ def hoist_module_paths(lines: list[str]) -> list[str]:
     and `...branch1[1].bias` become `_path3.weight` and `_path3.bias` after `_path3 =
     self.model.stage2[0].branch1[1]` at the top. (`nn.Sequential[i]` walks the container on
     every lookup: a network's forward spent a millisecond per call in them.) A path is hoisted
-    where uses branch: used at least twice, and not always through the same longer path."""
+    where uses branch: used at least twice, and not always through the same longer path. Text
+    in string literals and comments is left as it is."""
     text = "\n".join(lines)
+    literal = _literal_spans(text)
+    chains = [m for m in _CHAIN.finditer(text) if not any(a <= m.start() < b for a, b in literal)]
     counts: dict[tuple, int] = {}
-    for m in _CHAIN.finditer(text):
+    for m in chains:
         segments = tuple(_SEGMENT.findall(m.group(1)))
         for j in range(1, len(segments)):
             counts[segments[:j]] = counts.get(segments[:j], 0) + 1
@@ -176,7 +179,27 @@ def hoist_module_paths(lines: list[str]) -> list[str]:
         base = max((q for q in names if len(q) < len(segments) and segments[:len(q)] == q), key=len, default=())
         return names[base] + "".join(segments[len(base):]) if base else m.group(0)
 
-    return head + [_CHAIN.sub(shorten, line) for line in lines]
+    out, end = [], 0
+    for m in chains:
+        out += [text[end:m.start()], shorten(m)]
+        end = m.end()
+    return head + "".join(out + [text[end:]]).split("\n")
+
+
+def _literal_spans(text: str) -> list[tuple[int, int]]:
+    """Character ranges of the string literals and comments of `text` (none if it does not
+    tokenize: then every chain counts, as before)."""
+    starts = [0]
+    for line in text.split("\n"):
+        starts.append(starts[-1] + len(line) + 1)
+    spans = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.STRING, tokenize.COMMENT):
+                spans.append((starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1]))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []
+    return spans
 
 
 def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], outputs: list[str],
