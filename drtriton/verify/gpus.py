@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import re
 from typing import Iterator
 
 
@@ -22,6 +23,13 @@ def visible_gpus() -> list[str]:
     import torch
 
     return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def lock_id(gpus: str | None) -> str:
+    """The GPU a verifier's workers use (the first they see), as this process names it: the name
+    of its timing and memory locks."""
+    first = (gpus or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
+    return re.sub(r"[^A-Za-z0-9-]", "_", first) or "0"
 
 
 def choose_gpus(spec: str | None) -> list[str]:

@@ -18,7 +18,6 @@ of one check, so `verify` can run in several threads at once.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import secrets
 import threading
@@ -29,6 +28,7 @@ from typing import Callable
 
 from ..problem import Problem
 from . import verdict as V
+from .gpus import lock_id
 from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
 from .static import check_source
 from .verdict import GraphTimings, Timing, Timings, Trial, Verdict, launched_kernel
@@ -77,12 +77,6 @@ class VerifyConfig:
             raise ValueError("at least 5 correctness trials")
         if self.timing_trials < 1:
             raise ValueError("at least 1 timing trial")
-
-
-def _physical_gpu(gpus: str | None) -> str:
-    """The GPU a verifier's workers use (the first they see), as this process names it."""
-    first = (gpus or os.environ.get("CUDA_VISIBLE_DEVICES") or "0").split(",")[0].strip()
-    return re.sub(r"[^A-Za-z0-9-]", "_", first) or "0"
 
 
 def resolve_device(device: str) -> str:
@@ -144,7 +138,7 @@ class Verifier:
         )
         # timing holds the GPU alone, large problems its memory: locks of this GPU (a verifier on
         # another GPU of the node takes its own)
-        gpu = _physical_gpu(self.config.gpus) if self.device == "cuda" else "cpu"
+        gpu = lock_id(self.config.gpus) if self.device == "cuda" else "cpu"
         self.gpu = GpuLock(self.pool.settings.cache_dir, f"gpu-{gpu}.lock")
         self.memory = GpuLock(self.pool.settings.cache_dir, f"memory-{gpu}.lock")
         self._alone: set[str] = set()  # keys of problems checked with the GPU's memory alone

@@ -165,20 +165,21 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if update:
             fparams += ["rm_ptr", "rv_ptr"] + (["nbt_ptr"] if nbt else [])
         fparams += ["C", "SPLIT"]
-        body = ["c = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)", "c_mask = c < C"]
-        body += [
-                "count = tl.zeros((BLOCK,), tl.float32)",
-                "mean = tl.zeros((BLOCK,), tl.float32)",
-                "m2 = tl.zeros((BLOCK,), tl.float32)",
-                "for p in range(0, SPLIT):  # in order: deterministic",
-                "    n_p = tl.load(part_ptr + p * C + c, mask=c_mask, other=0.0)",
-                "    mean_p = tl.load(part_ptr + (SPLIT + p) * C + c, mask=c_mask, other=0.0)",
-                "    m2_p = tl.load(part_ptr + (2 * SPLIT + p) * C + c, mask=c_mask, other=0.0)",
-                *(f"    {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
-                "var = m2 / count  # biased: what the batch is normalised with",
-                f"rstd = 1.0 / tl.sqrt(var + {eps!r})",
+        body = [
+            "c = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
+            "c_mask = c < C",
+            "count = tl.zeros((BLOCK,), tl.float32)",
+            "mean = tl.zeros((BLOCK,), tl.float32)",
+            "m2 = tl.zeros((BLOCK,), tl.float32)",
+            "for p in range(0, SPLIT):  # in order: deterministic",
+            "    n_p = tl.load(part_ptr + p * C + c, mask=c_mask, other=0.0)",
+            "    mean_p = tl.load(part_ptr + (SPLIT + p) * C + c, mask=c_mask, other=0.0)",
+            "    m2_p = tl.load(part_ptr + (2 * SPLIT + p) * C + c, mask=c_mask, other=0.0)",
+            *(f"    {line}" for line in chan_merge("n_p", "mean_p", "m2_p")),
+            "var = m2 / count  # biased: what the batch is normalised with",
+            f"rstd = 1.0 / tl.sqrt(var + {eps!r})",
+            *affine_map("c", "c_mask"),
         ]
-        body += affine_map("c", "c_mask")
         body += ["tl.store(scale_ptr + c, scale, mask=c_mask)", "tl.store(shift_ptr + c, shift, mask=c_mask)"]
         if update:
             m = float(momentum)
@@ -269,13 +270,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     pre, eargs = epi.launch_args(f"{outs[0]}.shape")
     launch += pre
     per_channel_args = ["_scale", "_scale[1]"] if training else running + affine
+    aargs = xargs + per_channel_args + eargs + outs + ([] if by_plane else ["_n"]) + ["_C", "_S"] + sizes_args
     if by_plane:  # the block from the plane's length (no tuning: nothing else to choose)
-        aargs = xargs + per_channel_args + eargs + outs + ["_C", "_S"] + sizes_args
-        launch.append(f"_BLOCK = min({PLANE_BLOCK}, 1 << (_S - 1).bit_length())")
+        launch.append(f"_BLOCK = min({PLANE_BLOCK}, _next_pow2(_S))")
         launch.append(f"{apply}[(_xs[0] * _C, _cdiv(_S, _BLOCK))]({', '.join(aargs)}, BLOCK=_BLOCK, "
                       "num_warps=max(1, min(8, _BLOCK // 256)))")
     else:
         launch.append("_n = math.prod(_xs)")
-        aargs = xargs + per_channel_args + eargs + outs + ["_n", "_C", "_S"] + sizes_args
         launch.append(f"{apply}[lambda meta: (_cdiv(_n, meta['BLOCK']),)]({', '.join(aargs)})")
     return Emitted(kernels, launch)
