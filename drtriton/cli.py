@@ -39,6 +39,12 @@ def _device_args(p: argparse.ArgumentParser, search: bool = False) -> None:
                         "beside torch.compile(mode='reduce-overhead'); reported apart (GPU)")
 
 
+def _gpus_arg(p, what: str) -> None:
+    p.add_argument("--gpus", default="all",
+                   help=f"with a CUDA device: 'all' (default: every visible GPU, {what} dealt out to them, "
+                        "--workers candidate workers on each) or a list such as 0,1")
+
+
 def _make_verifier(args, gpus: str | None = None):
     from .verify import Verifier, VerifyConfig
 
@@ -263,6 +269,7 @@ def _policy_args(p: argparse.ArgumentParser, default: str | None) -> None:
 
 def cmd_convert(args) -> int:
     from .search import Search, SearchConfig
+    from .verify.gpus import VerifierGroup
 
     try:
         problem = load_file(args.file, args.cls)
@@ -276,7 +283,9 @@ def cmd_convert(args) -> int:
     if out.resolve() == source_path.resolve():
         raise UsageError(f"--out {out} would overwrite the source file")
     quiet = args.json
-    with _make_verifier(args) as verifier:
+    with _make_verifiers(args) as verifiers:
+        # several GPUs: fragments are checked on all of them at once
+        verifier = verifiers[0] if len(verifiers) == 1 else VerifierGroup(verifiers)
         config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
         search = Search(problem, verifier, config, policies=policies)
         bar = progress_bar(total=0, unit="fragment", disable=True if quiet else None)
@@ -447,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="where to write the module (default: <stem>_triton.py beside FILE)")
     p.add_argument("--json", action="store_true", help="print a JSON record instead of the report")
     p.add_argument("--keep", metavar="DIR", help="write every verified candidate's source here, failed ones too")
+    _gpus_arg(p, "the fragments' checks")
     _device_args(p, search=True)
     p.set_defaults(func=cmd_convert)
 
@@ -459,9 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="bench-out", help="where to write verdicts, summary and report")
     p.add_argument("--ids", help="only these problem ids: numbers and ranges, e.g. 1-30,45")
     p.add_argument("--limit", type=int, help="only the first N problems")
-    p.add_argument("--gpus", default="all",
-                   help="with a CUDA device: 'all' (default: every visible GPU, problems dealt out to them, "
-                        "--workers candidate workers on each) or a list such as 0,1")
+    _gpus_arg(p, "problems")
     _device_args(p, search=True)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("serve-model", help="serve a local checkpoint over an OpenAI-compatible API")

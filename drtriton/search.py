@@ -108,6 +108,15 @@ def _faster(a: Verdict, b: Verdict | None) -> bool:
     return ta is not None and (tb is None or ta < tb)
 
 
+def _drain(gen: Iterator[Event], put) -> object:
+    """Run a generator to its end in this thread, handing its events to `put`; its result."""
+    while True:
+        try:
+            put(next(gen))
+        except StopIteration as done:
+            return done.value
+
+
 def _no_code(reason: str) -> Verdict:
     """The record of a reply that held nothing to verify."""
     return Verdict(correct=False, status=FAILED, reasons=[f"no usable code: {reason}"])
@@ -134,13 +143,15 @@ class Search:
         self._ids = itertools.count(1)
         self._models_asked = False
         self._models_per_fragment = True  # False when the models see the program whole
+        self._abandoned = threading.Event()  # the caller closed run(): checks in flight start nothing new
 
     # -- budget ------------------------------------------------------------------------------
     def _left(self) -> float:
         return self.config.budget_s - (time.monotonic() - self.started)
 
     def _exhausted(self) -> bool:
-        return self.cancel.is_set() or self._left() <= 0 or len(self.attempts) >= self.config.max_candidates
+        return (self.cancel.is_set() or self._abandoned.is_set() or self._left() <= 0
+                or len(self.attempts) >= self.config.max_candidates)
 
     def _settled(self) -> bool:
         """Without CUDA nothing is timed: the first correct module ends the search (once the
@@ -245,19 +256,79 @@ class Search:
                     continue
             # 2. per fragment: candidates verified alone, the fastest correct kept (this also
             #    finds which fragment failed, and lets mixed mode leave just that one to PyTorch)
-            choices: dict[int, object] = {}
+            #    (fragments checked at once, as many as the verifier has workers)
+            tasks: dict[int, object] = {}
             for i, frag in enumerate(frags):
                 if frag.kind in ("view", "torch"):
                     continue
                 try:
-                    task = fragment_task(program, frag, self.problem)
+                    tasks[i] = fragment_task(program, frag, self.problem)
                 except Exception:  # a fragment we cannot pose alone: keep its first variant
                     continue
-                if task.key not in fragment_choice:
-                    fragment_choice[task.key] = yield from self._fragment(program, frag, task, builtin, first[i])
-                choices[i] = fragment_choice[task.key]
+            todo: dict[str, int] = {}  # each fragment problem once: its first fragment
+            for i, t in tasks.items():
+                if t.key not in fragment_choice:
+                    todo.setdefault(t.key, i)
+            found = yield from self._at_once([
+                (lambda i=i: self._fragment(program, frags[i], tasks[i], builtin, first[i])) for i in todo.values()])
+            for key, i, choice in zip(todo, todo.values(), found):
+                fragment_choice[key] = first[i] if choice is None else choice
+            choices = {i: fragment_choice[t.key] for i, t in tasks.items()}
             if any(choices.get(i, first[i]) != first[i] for i in first):
                 yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
+
+    def _at_once(self, jobs: list) -> Iterator[Event]:
+        """Run generator jobs (each a callable returning a generator of events and a result),
+        up to the verifier's capacity at once, yielding their events as they come; returns their
+        results in order. A job that raises is reported and its result is None: one fragment's
+        failure never ends the search. Model policies take their turns one job at a time."""
+        width = min(len(jobs), getattr(self.verifier, "capacity", 1))
+        if self.models and self._models_per_fragment:
+            width = 1
+        results: list = [None] * len(jobs)
+        if width <= 1:
+            for n, job in enumerate(jobs):
+                results[n] = yield from self._guarded(job)
+            return results
+        events: queue.Queue = queue.Queue()
+        pending = iter(enumerate(jobs))
+        lock = threading.Lock()
+
+        def drive() -> None:
+            try:
+                while not self._abandoned.is_set():
+                    with lock:
+                        item = next(pending, None)
+                    if item is None:
+                        return
+                    n, job = item
+                    results[n] = _drain(self._guarded(job), events.put)
+            finally:
+                events.put(None)
+
+        for k in range(width):
+            threading.Thread(target=drive, name=f"drtriton-fragment-{k}", daemon=True).start()
+        running = width
+        try:
+            while running:
+                event = events.get()
+                if event is None:
+                    running -= 1
+                else:
+                    yield event
+        except GeneratorExit:  # the caller stopped listening: no new checks start
+            self._abandoned.set()
+            raise
+        return results
+
+    def _guarded(self, job) -> Iterator[Event]:
+        try:
+            return (yield from job())
+        except Exception as e:
+            note = f"a fragment's check failed: {describe_exception(e)}"
+            self.notes.append(note)
+            yield Event("status", {"message": note})
+            return None
 
     def _fragment(self, program: Program, frag, task, builtin: bool, planned) -> Iterator[Event]:
         """The fastest correct choice for a fragment (the first one without CUDA), or PYTORCH;

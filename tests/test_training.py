@@ -395,7 +395,9 @@ def test_qwen_recipe_dry_run(stage, sft_run, tmp_path):
     out = tmp_path / stage
     if stage == "sft":  # a dry run uses test-size data, the same as the tiny run's: reuse its verified pairs
         shutil.copytree(sft_run / "data", out / "data")
-    assert main([stage, "--recipe", "qwen2.5-coder-7b", "--dry-run", "--device", "cpu", "--out", str(out)]) == 0
+    steps = 2 if stage == "sft" else 1  # one step by default, --max-steps for more
+    extra = ["--max-steps", "2"] if steps == 2 else []
+    assert main([stage, "--recipe", "qwen2.5-coder-7b", "--dry-run", "--device", "cpu", "--out", str(out), *extra]) == 0
     config = AutoConfig.from_pretrained(out / "model")
     full = QWEN_7B.model.architecture
     # the 7B's architecture, reduced in size only
@@ -405,9 +407,9 @@ def test_qwen_recipe_dry_run(stage, sft_run, tmp_path):
     assert config.max_position_embeddings == full["max_position_embeddings"]
     assert config.tie_word_embeddings is False
     rows = step_rows(out / "metrics.jsonl")
-    assert [r["step"] for r in rows] == [1] and finite(rows[0]["loss"])
+    assert [r["step"] for r in rows] == list(range(1, steps + 1)) and all(finite(r["loss"]) for r in rows)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["recipe"] == "qwen2.5-coder-7b" and summary["steps"] == 1
+    assert summary["recipe"] == "qwen2.5-coder-7b" and summary["steps"] == steps
     if stage == "drpo":
         assert summary["algorithm"] == "drpo" and "kl" in rows[0]  # beta 100: a reference model
         assert summary["settings"]["lam"] == 0.1 and summary["settings"]["tau"] == 5.0

@@ -106,7 +106,7 @@ def _run_args(p, init_help: str) -> None:
     p.add_argument("--max-steps", type=int, default=-1, metavar="N", help="stop after N optimiser steps")
     p.add_argument("--init", type=Path, metavar="DIR", help=init_help)
     p.add_argument("--dry-run", action="store_true",
-                   help="a reduced model from the recipe's configuration and one step (no download)")
+                   help="a reduced model from the recipe's configuration and one step, or --max-steps (no download)")
     p.add_argument("--verifier-workers", type=_positive, default=2, help="verifier processes for rewards")
     p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
     p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")

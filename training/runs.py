@@ -36,7 +36,7 @@ class RunOptions:
     device: str = "auto"
     max_steps: int = -1
     init: Path | None = None
-    dry_run: bool = False  # a reduced model from the recipe's configuration, one step
+    dry_run: bool = False  # a reduced model from the recipe's configuration, one step (or --max-steps)
     verifier_workers: int = 2
     verifier_gpus: str | None = None  # e.g. "1": rewards verified on another GPU than training
     time_limit_s: float | None = None  # training stops after the step that passes it (then saves)
@@ -139,6 +139,11 @@ def base_model(recipe: Recipe, options: RunOptions, corpus: list[str], say: Say)
     return (AutoModelForCausalLM.from_pretrained(spec.source).to(device), AutoTokenizer.from_pretrained(spec.source))
 
 
+def _dry_steps(options: RunOptions) -> int:
+    """A dry run takes one step, or `--max-steps` of them (ZeRO-3 shown over several steps)."""
+    return options.max_steps if options.max_steps > 0 else 1
+
+
 def _save(model, tokenizer, path: Path) -> Path:
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -198,7 +203,7 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
     s = recipe.sft
     args = SFTConfig(output_dir=str(out / "trainer"), learning_rate=s.lr, per_device_train_batch_size=s.batch,
                      gradient_accumulation_steps=s.grad_accum, num_train_epochs=s.epochs, warmup_steps=s.warmup,
-                     max_steps=1 if options.dry_run else options.max_steps, max_length=s.max_length,
+                     max_steps=_dry_steps(options) if options.dry_run else options.max_steps, max_length=s.max_length,
                      logging_steps=1, save_strategy="no", report_to=[], use_cpu=device == "cpu",
                      bf16=device == "cuda" and recipe.model.kind == "pretrained",
                      gradient_checkpointing=recipe.model.kind == "pretrained" and not options.dry_run,
@@ -307,7 +312,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         max_completion_length=r.max_completion, temperature=r.temperature, lam=r.lam, tau=r.tau,
         beta=r.beta if algorithm == "drpo" else 0.0, kl_delta=r.kl_delta,
         loss_type="grpo" if algorithm == "grpo" else "dapo",
-        max_steps=1 if options.dry_run else (options.max_steps if options.max_steps > 0 else r.steps), logging_steps=1,
+        max_steps=_dry_steps(options) if options.dry_run else (options.max_steps if options.max_steps > 0 else r.steps),
+        logging_steps=1,
         save_strategy="no", report_to=[], use_cpu=device == "cpu", bf16=device == "cuda" and recipe.model.kind == "pretrained",
         gradient_checkpointing=False, use_vllm=r.use_vllm and not options.dry_run, vllm_mode="server",
         # no shuffle: the curriculum's stream is shuffled already, and TRL's buffered shuffle of an

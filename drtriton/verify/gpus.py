@@ -68,3 +68,44 @@ class VerifierSlots:
             yield v
         finally:
             self._free.put(v)
+
+
+class VerifierGroup:
+    """Several verifiers (one per GPU) behind one verifier's interface, for one search: each
+    check goes to a verifier with a free slot; the module is captured by the first. `capacity`
+    is how many checks may run at once (every verifier's workers)."""
+
+    def __init__(self, verifiers: list):
+        self.slots = VerifierSlots(verifiers, verifiers[0].config.workers if verifiers else 1)
+        self.verifiers = self.slots.verifiers
+        self.config = self.verifiers[0].config
+        self.device = self.verifiers[0].device
+        self.capacity = sum(v.capacity for v in self.verifiers)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+    def verify(self, problem, source: str, **kwargs):
+        with self.slots.lend() as verifier:
+            return verifier.verify(problem, source, **kwargs)
+
+    def capture(self, problem, cancel=None):
+        return self.verifiers[0].capture(problem, cancel=cancel)
+
+    def warm_compile(self, problem) -> None:
+        for v in self.verifiers:  # a full check may land on any of them
+            v.warm_compile(problem)
+
+    def settings(self) -> dict:
+        return {**self.verifiers[0].settings(), "gpus": len(self.verifiers)}
+
+    def close(self) -> None:
+        for v in self.verifiers:
+            v.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -151,6 +151,11 @@ class Verifier:
     def cuda(self) -> bool:
         return self.device == "cuda"
 
+    @property
+    def capacity(self) -> int:
+        """How many checks may run at once (one per candidate worker)."""
+        return self.config.workers
+
     def _memory(self, alone: bool):
         """Checks share the GPU's memory; a large problem's check (or one that ran out of memory
         beside others) holds it alone. Nothing to share on a CPU."""
