@@ -641,8 +641,9 @@ def _convert(ep) -> Graph:
             if kind == "const":
                 c = constants.get(spec.target)
                 if c is not None and not c.is_meta and c.numel() <= MAX_CONSTANT_ELEMENTS:
-                    # torch.tensor(2.0) in forward: a scalar; torch.tensor([1., 2.]): its values
-                    v.literal = c.item() if c.numel() == 1 else c.tolist()
+                    # torch.tensor(2.0) in forward: a scalar; torch.tensor([1., 2.]) or torch.tensor([2]):
+                    # its values, nested as its shape (an index of one position keeps its axis)
+                    v.literal = c.item() if c.dim() == 0 else c.tolist()
             values[n.name] = v
         elif n.op == "call_function":
             if _untraced(n):

@@ -482,6 +482,10 @@ STRICT_FORMS = [
     # positions from a padding mask (transformers): a scan of booleans counts in int64
     ("(m != 0).cumsum(-1) - 1", "torch.randint(0, 2, (3, 9))", "m"),
     ("torch.cumsum(x > 0, dim=0) * x", "torch.randn(5, 4)", "x"),
+    # constant indices made in forward: one position keeps its axis (Falcon's rotary halves), a
+    # 0-d one drops it
+    ("x[:, :, torch.tensor([-2])] * 2.0", "torch.randn(2, 4, 6, 8)", "x"),
+    ("x[:, torch.tensor(1)] + torch.index_select(x, 1, torch.tensor(2))", "torch.randn(2, 4, 6)", "x"),
 ]
 
 
@@ -566,3 +570,16 @@ def test_inlined_regions_compute_the_same_and_an_enabled_autocast_is_refused():
     for module, reason in ((Lower(), "autocast"), (Cond(), "cond")):
         with pytest.raises(CaptureError, match=reason):
             capture_module(module, [torch.randn(4, 4)])
+
+
+def test_operators_of_other_libraries_are_called_through_torch_ops():
+    # Mixtral's experts run transformers' own operator (transformers::grouped_mm_fallback): left
+    # to PyTorch in mixed mode, it is called as torch.ops.<namespace>..., as aten's are
+    from drtriton.policy.emit.pytorch import callable_name
+
+    assert callable_name("transformers.grouped_mm_fallback.default") == \
+        "torch.ops.transformers.grouped_mm_fallback.default"
+    assert callable_name("aten.conv2d.default") == "torch.ops.aten.conv2d.default"
+    assert callable_name("operator.mul") == "operator.mul"  # size arithmetic stays Python
+    assert callable_name("torch.sym_max") == "torch.sym_max"
+    assert callable_name("builtins.float") == "float"

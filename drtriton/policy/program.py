@@ -76,6 +76,14 @@ class Program:
             self._names[value] = base
         return self._names[value]
 
+    def tensor_expr(self, value: str) -> str:
+        """`expr`, but a tensor where an operator needs one: a 0-d constant as `torch.tensor(...)`
+        rather than its number."""
+        v = self.values[value]
+        if v.kind == "const" and v.dtype.startswith("torch.") and v.literal is not None:
+            return self.constant_tensor(value)
+        return self.expr(value)
+
     def constant_tensor(self, value: str) -> str:
         """A constant's values as forward makes the tensor: `torch.tensor(...)` on its device."""
         v = self.values[value]

@@ -44,7 +44,8 @@ def _tensor(src: Source, name: str, expr: str, rank: int) -> list[str]:
 
 
 def _offset(terms: list[tuple[str, str]]) -> str:
-    return " + ".join(f"{i} * {s}" for i, s in terms) or "0"
+    # no terms (a 0-d index): one element for every lane, a block like the mask
+    return " + ".join(f"{i} * {s}" for i, s in terms) or "offs * 0"
 
 
 def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
@@ -111,12 +112,12 @@ def _picked(program: Program, node, space: IndexSpace) -> Source:
         src.out_shape = f"[*{ie}.shape, {we}.shape[1]]"
         return src
     x, dim, index = node.args[0]["value"], node.attrs["dim"], node.args[2]["value"]
-    xe, ie = program.expr(x), program.expr(index)
+    xe, ie = program.expr(x), program.tensor_expr(index)
     xs = _tensor(src, "x", xe, len(program.values[x].shape))
     index_rank = len(program.values[index].shape)
     ist = _tensor(src, "idx", ie, index_rank)
     if node.op == "index_select":  # a vector of positions along dim (or one, 0-d)
-        pos = f"{space.index(dim)} * {ist[0]}" if index_rank else "0"
+        pos = f"{space.index(dim)} * {ist[0]}" if index_rank else _offset([])
         src.out_shape = f"[*{xe}.shape[:{dim}], {ie}.numel(), *{xe}.shape[{dim + 1}:]]"
     else:  # gather: an index of the output's shape
         pos = _offset([(space.index(d), ist[d]) for d in range(rank)])
@@ -137,7 +138,7 @@ def _advanced(program: Program, node, space: IndexSpace) -> Source:
     x_rank = len(program.values[x].shape)
     entries = node.args[1] + [None] * (x_rank - len(node.args[1]))
     indexed = [d for d, e in enumerate(entries) if e is not None]
-    index_exprs = [program.expr(entries[d]["value"]) for d in indexed]
+    index_exprs = [program.tensor_expr(entries[d]["value"]) for d in indexed]
     b = max(len(program.values[entries[d]["value"]].shape) for d in indexed)
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
     first = indexed[0] if adjacent else 0  # where the broadcast dims stand in the output

@@ -12,12 +12,8 @@ from . import Emitted
 
 
 def render_arg(program: Program, a) -> str:
-    if isinstance(a, dict) and "value" in a:
-        v = program.values[a["value"]]
-        if v.kind == "const" and v.dtype.startswith("torch.") and v.literal is not None:
-            # a 0-d tensor constant: aten calls want a tensor there, not the Python number
-            return program.constant_tensor(a["value"])
-        return program.expr(a["value"])
+    if isinstance(a, dict) and "value" in a:  # a 0-d tensor constant: aten calls want a tensor
+        return program.tensor_expr(a["value"])
     if isinstance(a, dict) and "device" in a:
         return program.device()
     if isinstance(a, list):
@@ -42,8 +38,20 @@ def call(program: Program, node) -> str:
         target = "aten.scalar_tensor.default"
     args = [render_arg(program, a) for a in node.args]
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items()]
-    fn = f"torch.ops.{target}" if target.startswith(("aten.", "prims.")) else target.removeprefix("builtins.")
-    return f"{fn}({', '.join(args)})"
+    return f"{callable_name(target)}({', '.join(args)})"
+
+
+#: modules of the Python functions tracing keeps (size arithmetic); any other namespace is an
+#: operator library's: aten, prims, or one a package registers (transformers' grouped_mm_fallback)
+PYTHON_MODULES = ("operator", "builtins", "math", "torch")
+
+
+def callable_name(target: str) -> str:
+    """How generated code calls a captured target: `torch.ops.<namespace>.<op>.<overload>` for
+    operators, the dotted name for Python functions (`operator.mul`, `torch.sym_max`, `float`)."""
+    if target.split(".", 1)[0] in PYTHON_MODULES:
+        return target.removeprefix("builtins.")
+    return f"torch.ops.{target}"
 
 
 def emit(program: Program, frag: Fragment, config: dict | None = None, names=None) -> Emitted:
