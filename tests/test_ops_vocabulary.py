@@ -20,7 +20,7 @@ OPS = list(ops.VOCABULARY.values())
 def test_registry_shape():
     assert 90 <= len(ops.VOCABULARY) <= 200  # KernelBench's 67, then Core ATen's elementwise math
     assert ops.CATEGORIES == ("elementwise_unary", "elementwise_binary", "matmul", "conv", "pool", "norm",
-                              "softmax", "reduction", "scan", "sort", "loss", "indexing")
+                              "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent")
     for category in ops.CATEGORIES:
         assert ops.by_category(category), category
     for name, op in ops.VOCABULARY.items():
@@ -131,7 +131,10 @@ def test_module_form_builds_and_names_parameters_like_kernelbench(op):
             continue
         module = op.build_module(attrs, shapes)
         assert op.module_expr(attrs, shapes).startswith("nn.")
-        assert all(n in ("weight", "bias") for n, _ in module.named_parameters())
+        # nn.Linear's and nn.Conv's names; recurrent layers name theirs per layer and direction
+        assert all(n in ("weight", "bias") or (op.category == "recurrent" and
+                                               re.fullmatch(r"(weight|bias)_(ih|hh)_l\d+(_reverse)?", n))
+                   for n, _ in module.named_parameters())
         out = op.reference([torch.randn(*s) for s in shapes], attrs, module)
         assert tuple(out.shape) == shape
         named = op.module_expr(attrs, shapes, [f"arg{i}" for i in range(len(op.module_call(attrs, shapes).args))])

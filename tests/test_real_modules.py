@@ -255,6 +255,7 @@ def test_an_lstm_converts_in_mixed_mode_and_takes_other_batch_sizes(cpu_verifier
     # traced symbolic: no captured batch size or meta device is left in the generated code
     _, result, _ = convert(cpu_verifier, LSTM, mode="mixed")
     assert result.correct, failures(result)
+    assert "lstm: Triton" in result.plan  # the recurrence template, not PyTorch's cuDNN kernel
     assert "device='meta'" not in result.source and "device=x.device" in result.source
     same_results(tmp_path, LSTM, result.source, "Tagger", (7,), (5, 8))  # get_inputs has 3
 
@@ -456,11 +457,60 @@ def get_init_inputs():
 '''
 
 
-def test_a_gru_is_lowered_to_matrix_products_and_gates(cpu_verifier):
-    # one layer, so its hidden state unbinds into one part (captured as "<node>.0")
-    _, result, _ = convert(cpu_verifier, GRU, mode="mixed")
+def test_a_gru_runs_as_one_recurrence_kernel(cpu_verifier):
+    _, result, _ = convert(cpu_verifier, GRU, mode="strict")
     assert result.correct, failures(result)
-    assert "torch.ops.aten.gru" not in result.source
+    assert "torch.ops.aten.gru" not in result.source and "gru: Triton" in result.plan
+    assert result.source.count("_recurrence_kernel[") == 1  # one layer, one direction: one launch
+
+
+RECURRENT = '''
+import torch
+import torch.nn as nn
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = {layer}
+
+    def forward(self, {args}):
+        {body}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return []
+'''
+
+# (layer, forward's arguments, its body, get_inputs, the input shape past the leading dim)
+RECURRENT_FORMS = [
+    # PyTorch's default layout is sequence first: the leading dim other shapes vary is the
+    # sequence, which an unrolled loop could not take
+    ("nn.GRU(8, 12, bidirectional=True)", "x", "out, h = self.rnn(x)\n        return out, h",
+     "torch.randn(6, 3, 8)", (3, 8)),
+    ("nn.LSTM(8, 12, num_layers=2, bidirectional=True)", "x, h0, c0",
+     "out, (h, c) = self.rnn(x, (h0, c0))\n        return out, h, c",
+     "torch.randn(5, 3, 8), torch.randn(4, 3, 12), torch.randn(4, 3, 12)", None),
+    ("nn.RNN(8, 12, num_layers=2, nonlinearity='relu', batch_first=True, bias=False)", "x",
+     "return self.rnn(x)[0]", "torch.randn(3, 7, 8)", (7, 8)),
+    ("nn.RNN(8, 12)", "x", "return self.rnn(x)[1]", "torch.randn(7, 2, 8)", (2, 8)),
+]
+
+
+@pytest.mark.parametrize("layer,args,body,inputs,tail", RECURRENT_FORMS, ids=[f[0] for f in RECURRENT_FORMS])
+def test_recurrent_layers_walk_the_sequence_in_a_kernel_and_take_other_lengths(cpu_verifier, tmp_path, layer, args,
+                                                                               body, inputs, tail):
+    src = RECURRENT.format(layer=layer, args=args, body=body, inputs=inputs)
+    _, result, _ = convert(cpu_verifier, src, mode="strict")
+    assert result.correct, failures(result)
+    op = {"GRU": "gru", "LSTM": "lstm", "RNN": "rnn_relu" if "relu" in layer else "rnn_tanh"}[layer[3:layer.index("(")]]
+    assert result.plan == f"{op}: Triton (precision=ieee)" and result.source.count("_recurrence_kernel[") >= 1
+    if tail is not None:  # another leading size than get_inputs' (the sequence, or the batch)
+        same_results(tmp_path, src, result.source, "Recurrent", (2, 9), tail)
 
 
 STRICT_FORMS = [
@@ -484,6 +534,12 @@ STRICT_FORMS = [
     ("torch.cumsum(x > 0, dim=0) * x", "torch.randn(5, 4)", "x"),
     # constant indices made in forward: one position keeps its axis (Falcon's rotary halves), a
     # 0-d one drops it
+    # batched products whose batch dims broadcast: one key head for all query heads (Falcon's
+    # multi-query attention), a batch of one, a matrix against a batch
+    ("torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v",
+     "torch.randn(2, 3, 8, 4), torch.randn(2, 1, 8, 4), torch.randn(2, 1, 8, 4)", "q, k, v"),
+    ("torch.matmul(a, b) + torch.matmul(b.transpose(-2, -1)[0], a.transpose(-2, -1)).transpose(-2, -1)",
+     "torch.randn(3, 5, 4), torch.randn(1, 4, 5)", "a, b"),
     ("x[:, :, torch.tensor([-2])] * 2.0", "torch.randn(2, 4, 6, 8)", "x"),
     ("x[:, torch.tensor(1)] + torch.index_select(x, 1, torch.tensor(2))", "torch.randn(2, 4, 6)", "x"),
 ]

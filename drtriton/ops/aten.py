@@ -197,6 +197,24 @@ def _sdpa(node, values):
     return "scaled_dot_product_attention", {"is_causal": bool(a["is_causal"])}
 
 
+
+def _recurrent(name: str):
+    """aten.lstm/gru/rnn_tanh/rnn_relu.input (input, hx, params, has_biases, num_layers, dropout,
+    train, bidirectional, batch_first): the whole layer, when its parameters are the plain ones
+    (no projection) and no dropout runs between layers."""
+    def match(node, values):
+        a = _args(node, ["input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional",
+                         "batch_first"])
+        params, layers, directions = a["params"], int(a["num_layers"]), 2 if a["bidirectional"] else 1
+        if (a["dropout"] and a["train"] and layers > 1) or not all(_is_tensor(p) for p in params):
+            return None
+        if len(params) != (4 if a["has_biases"] else 2) * directions * layers:  # proj_size adds weight_hr
+            return None
+        hidden = _shape(values, params[1])[1]  # weight_hh_l0: (gates x hidden, hidden)
+        return name, {"hidden_size": hidden, "num_layers": layers, "bidirectional": directions == 2,
+                      "batch_first": bool(a["batch_first"]), "bias": bool(a["has_biases"])}
+    return match
+
 # -- convolution and pooling ------------------------------------------------------------------
 
 def _conv(name: str, n: int, transposed: bool):
@@ -754,6 +772,8 @@ MATCHERS: dict[str, Callable] = {
     "aten.kthvalue.default": _kthvalue, "aten.median.default": _median("median"), "aten.median.dim": _median("median"),
     "aten.nanmedian.default": _median("nanmedian"), "aten.nanmedian.dim": _median("nanmedian"),
     "aten.mode.default": _mode,
+    "aten.lstm.input": _recurrent("lstm"), "aten.gru.input": _recurrent("gru"),
+    "aten.rnn_tanh.input": _recurrent("rnn_tanh"), "aten.rnn_relu.input": _recurrent("rnn_relu"),
     "aten.mse_loss.default": _pointwise_loss("mse_loss", [], {}),
     "aten.smooth_l1_loss.default": _pointwise_loss("smooth_l1_loss", ["beta"], {"beta": 1.0}),
     "aten.huber_loss.default": None,  # huber differs from smooth-l1 by a factor: leave to PyTorch

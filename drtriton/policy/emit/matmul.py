@@ -42,23 +42,29 @@ def _operands(program: Program, frag: Fragment):
     raise Unsupported(node.op)
 
 
+def _broadcastable(x, y) -> bool:
+    """Batch dims that broadcast, right-aligned: equal, or 1 on one side (a symbolic size only
+    matches itself)."""
+    return all(p == q or p == 1 or q == 1 for p, q in zip(reversed(list(x)), reversed(list(y))))
+
+
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
     a, b, bias, b_t = _operands(program, frag)
     sa, sb = program.values[a].shape, program.values[b].shape
     out = node.outputs[0]
     so = program.values[out].shape
-    # (Z, M, K) @ (Z, K, N) and (Z0, Z1, M, K) @ (Z0, Z1, K, N) (attention's heads), or
-    # (..., M, K) @ (K, N)
-    two_batch = len(sa) == len(sb) == 4 and list(sa[:2]) == list(sb[:2])
+    # batched: (.., M, K) @ (.., K, N) with up to two batch dims that broadcast (attention's
+    # heads, one key head shared by all query heads), or (..., M, K) @ (K, N)
     # a vector operand is a one-row (a) or one-column (b) matrix, its axis dropped from the result
     vec_a, vec_b = len(sa) == 1, len(sb) == 1
+    batched = len(sb) >= 3 and not vec_a
     if (vec_a and len(sb) > 3) or (vec_b and node.op == "linear"):
         raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
-    if len(sa) < 1 or len(sb) < 1 or (len(sb) > 3 and not two_batch) or (node.op == "linear" and len(sb) != 2):
+    if len(sa) < 1 or len(sb) < 1 or len(sb) > 4 or (node.op == "linear" and len(sb) != 2):
         raise Unsupported(f"matmul of ranks {len(sa)} and {len(sb)}")
-    if len(sa) > 3 and len(sb) > 2 and not two_batch:
-        raise Unsupported("high-rank batched operands")
+    if batched and (len(sa) > 4 or not _broadcastable(sa[:-2], sb[:-2])):
+        raise Unsupported("batch dims that do not broadcast")
     if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
         raise Unsupported("non-fp32 matmul")
     batched_b = len(sb) >= 3
@@ -116,15 +122,15 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     ea, eb = program.expr(a), program.expr(b)
     lines = [f"# {frag.label}: Triton, tl.dot ({prec}){' with a fused epilogue' if frag.epilogue else ''}"]
-    if two_batch:  # (Z0, Z1, M, K) @ (Z0, Z1, K, N): views (transposed heads) read through their strides
-        lines += [f"_a = {ea}", "_Z0, _Z1, _M, _K = _a.shape", "_Z = _Z0 * _Z1", f"_N = {eb}.shape[-1]",
-                  "_saz0, _saz1, _sam, _sak = _a.stride()", f"_sbz0, _sbz1, _sbk, _sbn = {eb}.stride()"]
+    if batched:  # views (transposed heads) read through their strides; a broadcast batch dim, stride 0
+        lines += [f"_a = {ea}", "_M, _K = _a.shape[-2:]", f"_N = {eb}.shape[-1]",
+                  f"_batch = torch.broadcast_shapes(_a.shape[:-2], {eb}.shape[:-2])",
+                  "_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
+                  "_saz0, _saz1 = _batch_strides(_a, 2)", f"_sbz0, _sbz1 = _batch_strides({eb}, 2)",
+                  "_sam, _sak = _a.stride()[-2:]", f"_sbk, _sbn = {eb}.stride()[-2:]"]
     elif batched_b and vec_a:  # (K,) @ (Z, K, N): the one row is read for every z
         lines += [f"_a = {ea}", "_Z = _Z1 = " + f"{eb}.shape[0]", "_M, _K = 1, _a.shape[0]", f"_N = {eb}.shape[-1]",
                   "_saz1, _sam, _sak = 0, 0, _a.stride(0)", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
-    elif batched_b:  # (Z, M, K) @ (Z, K, N)
-        lines += [f"_a = {ea}", "_Z, _M, _K = _a.shape", "_Z1 = _Z", f"_N = {eb}.shape[-1]",
-                  "_saz1, _sam, _sak = _a.stride()", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     else:  # (..., M, K) @ (K, N): the leading dims of a fold into M
         lines += [f"_a = {ea}.reshape(-1, {ea}.shape[-1])", "_M, _K = _a.shape", "_Z = _Z1 = 1",
                   "_saz0 = _saz1 = _sbz0 = _sbz1 = 0", "_sam, _sak = _a.stride()"]
@@ -140,6 +146,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         shape_src = f"tuple({ea}.shape[:-1])"
     elif vec_a:
         shape_src = f"(*{eb}.shape[:-2], _N)"
+    elif batched:
+        shape_src = "(*_batch, _M, _N)"
     else:
         shape_src = f"(*{ea}.shape[:-1], _N)"
     for o in outs:
