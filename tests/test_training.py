@@ -410,6 +410,7 @@ def test_qwen_recipe_dry_run(stage, sft_run, tmp_path):
     assert [r["step"] for r in rows] == list(range(1, steps + 1)) and all(finite(r["loss"]) for r in rows)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["recipe"] == "qwen2.5-coder-7b" and summary["steps"] == steps
+    assert summary["parallelism"] == "1 process, NO"  # under accelerate + zero3.yaml: "2 processes, DEEPSPEED, ZeRO stage 3"
     if stage == "drpo":
         assert summary["algorithm"] == "drpo" and "kl" in rows[0]  # beta 100: a reference model
         assert summary["settings"]["lam"] == 0.1 and summary["settings"]["tau"] == 5.0

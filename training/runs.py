@@ -139,6 +139,16 @@ def base_model(recipe: Recipe, options: RunOptions, corpus: list[str], say: Say)
     return (AutoModelForCausalLM.from_pretrained(spec.source).to(device), AutoTokenizer.from_pretrained(spec.source))
 
 
+def parallelism(trainer) -> str:
+    """How a trainer runs: its processes, accelerate's distributed type and, under DeepSpeed,
+    the ZeRO stage (what a run under `accelerate launch --config_file zero3.yaml` shows)."""
+    acc = trainer.accelerator
+    plugin = getattr(acc.state, "deepspeed_plugin", None)
+    zero = f", ZeRO stage {plugin.zero_stage}" if plugin is not None else ""
+    n = acc.num_processes
+    return f"{n} process{'es' if n > 1 else ''}, {acc.distributed_type.value}{zero}"
+
+
 def _dry_steps(options: RunOptions) -> int:
     """A dry run takes one step, or `--max-steps` of them (ZeRO-3 shown over several steps)."""
     return options.max_steps if options.max_steps > 0 else 1
@@ -213,7 +223,7 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
     rows = [{"prompt": p["messages"][:-1], "completion": p["messages"][-1:]} for p in pairs]
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                          processing_class=tokenizer, callbacks=_callbacks(options, MetricsLog(out / "metrics.jsonl")))
-    say(f"SFT on {len(pairs)} pairs")
+    say(f"SFT on {len(pairs)} pairs ({parallelism(trainer)})")
     trained = time.monotonic()
     result = trainer.train()
     train_s = time.monotonic() - trained
@@ -230,7 +240,8 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
         say(f"held-out pass@1 after SFT: {heldout_rate:.0%}")
     summary = {"recipe": recipe.name, "pairs": len(pairs), "steps": result.global_step,
                "train_loss": result.training_loss, "train_s": round(train_s, 1), "heldout_pass1": heldout_rate,
-               "model": str(path), "seconds": round(time.monotonic() - started, 1), "settings": asdict(recipe.sft)}
+               "model": str(path), "seconds": round(time.monotonic() - started, 1), "settings": asdict(recipe.sft),
+               "parallelism": parallelism(trainer)}
     return _finish(out, "sft", summary, ["loss", "grad_norm", "learning_rate"])
 
 
@@ -333,7 +344,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
             threshold=r.threshold, every=r.eval_every, log=metrics.write)
         trainer.add_callback(curriculum)
         say(f"{algorithm.upper()} from {options.init or 'a reduced model (dry run)'}: stages k={list(r.stages)}, "
-            f"{r.rollouts} rollouts per prompt")
+            f"{r.rollouts} rollouts per prompt ({parallelism(trainer)})")
         result = trainer.train()
         if not curriculum.history or curriculum.history[-1]["step"] != result.global_step:
             curriculum.check(result.global_step)  # the held-out rate at the end
@@ -343,7 +354,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         summary = {"recipe": recipe.name, "algorithm": algorithm, "steps": result.global_step,
                    "final_stage": dataset.stage, "curriculum": curriculum.history, "model": str(path),
                    "verified_completions": rewards.verified, "verification_s": round(rewards.seconds, 1),
-                   "seconds": round(time.monotonic() - started, 1), "settings": asdict(r)}
+                   "seconds": round(time.monotonic() - started, 1), "settings": asdict(r),
+                   "parallelism": parallelism(trainer)}
         rewards.close()
     say(f"{algorithm.upper()} done: {result.global_step} steps; held-out pass@1 "
         f"{curriculum.history[-1]['heldout_pass1']:.0%} at stage {curriculum.history[-1]['stage'] + 1}")
