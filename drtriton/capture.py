@@ -338,13 +338,14 @@ def uncovered(graph: Graph) -> set[str]:
 def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
     """Lower the operators the vocabulary does not cover with PyTorch's own decompositions (the
     table `torch.export` and Inductor use, down to Core ATen): `masked_fill` becomes `where`, an
-    LSTM its matrix products and gates, `pixel_shuffle` views. Covered operators stay as they
-    are (a convolution is not taken apart). A few rounds, as one lowering may produce another
-    operator to lower (`pad` -> `constant_pad_nd` -> ...). None when there is nothing to lower
-    or lowering fails: the operators then run as PyTorch, as before."""
+    LSTM with dropout its matrix products and gates, `pixel_shuffle` views. Covered operators
+    stay as they are (a convolution is not taken apart). A few rounds, as one lowering may
+    produce another operator to lower (`pad` -> `constant_pad_nd` -> ...), while each round
+    changes what is left. None when there is nothing to lower or lowering fails: the operators
+    then run as PyTorch, as before."""
     tables = _decomposition_tables()
     current_ep, current = ep, graph
-    for _ in range(3):
+    for _ in range(6):  # cross_entropy -> nll_loss_nd -> nll_loss -> nll_loss_forward -> ...
         chosen = _decompositions_for(current_ep, uncovered(current), tables)
         if not chosen:
             break
@@ -355,7 +356,10 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
             break
         if _covered(current) - _covered(lowered):
             break
+        progressed = Counter(n.target for n in lowered.nodes) != Counter(n.target for n in current.nodes)
         current_ep, current = lowered_ep, lowered
+        if not progressed:
+            break
     return None if current is graph else current
 
 
@@ -373,12 +377,16 @@ def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
     (one of ours only where every node of that operator admits it: `_LOWERABLE`)."""
     import torch
 
-    chosen, refused = {}, set()
+    def table_of(op):
+        if str(op) in _OURS_FIRST:  # PyTorch's leaves the general case whole
+            return tables[-1] if op in tables[-1] else None
+        return next((t for t in tables if op in t), None)
+
+    chosen, refused, seen = {}, set(), set()
     for n in ep.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload) and str(n.target) in wanted:
-            table = next((t for t in tables if n.target in t), None)
-            if str(n.target) in _OURS_FIRST:  # PyTorch's leaves the general case whole
-                table = tables[-1]
+            seen.add(str(n.target))
+            table = table_of(n.target)
             if table is None:
                 continue
             admits = _LOWERABLE.get(str(n.target))
@@ -386,7 +394,25 @@ def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
                 refused.add(n.target)
             else:
                 chosen[n.target] = table[n.target]
+    # operators that appear only once export's own decompositions have run (cross_entropy's
+    # nll_loss_nd becomes nll_loss_forward): their entries too, where no per-node check applies
+    for name in wanted - seen - set(_LOWERABLE):
+        op = _overload(name)
+        table = table_of(op) if op is not None else None
+        if table is not None:
+            chosen[op] = table[op]
     return {k: v for k, v in chosen.items() if k not in refused}
+
+
+def _overload(name: str):
+    """torch.ops' overload for "aten.<op>.<overload>", or None."""
+    import torch
+
+    namespace, op, overload = name.split(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload)
+    except (AttributeError, RuntimeError):
+        return None
 
 
 # -- lowerings of our own: store-side operators PyTorch's tables leave whole, written with the
@@ -401,7 +427,7 @@ def _embedding_bag_result_only(n) -> bool:
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only}
 #: operators whose PyTorch decomposition covers only some cases (adaptive_max_pool2d: even
 #: windows and global pooling): ours, which covers them all, is taken first
-_OURS_FIRST = {"aten.adaptive_max_pool2d.default"}
+_OURS_FIRST = {"aten.adaptive_max_pool2d.default", "aten.bilinear.default"}  # bilinear: PyTorch's -> _trilinear
 
 
 def store_lowerings() -> dict:
@@ -416,7 +442,9 @@ def store_lowerings() -> dict:
     - `index_reduce`: scatter_reduce with the index broadcast along the other axes.
     - `put`: index_put on the flat tensor.
     - `masked_scatter`: the source position of each masked element from a cumsum of the mask,
-      read with advanced indexing, chosen with `where` (Inductor's two-step algorithm)."""
+      read with advanced indexing, chosen with `where` (Inductor's two-step algorithm).
+    - `bilinear` (nn.Bilinear): a matrix product of x2 with the weight as (out x in1, in2), then
+      the product with x1 summed over in1 (no (out, in1, in2)-sized intermediate per sample)."""
     import torch
 
     aten = torch.ops.aten
@@ -498,6 +526,14 @@ def store_lowerings() -> dict:
         flat = flat.expand(*input.shape[:-2], h_out, w_out, k_h * k_w)
         return values, aten.gather.default(flat, -1, k.unsqueeze(-1)).squeeze(-1)
 
+    def bilinear(input1, input2, weight, bias=None):
+        # y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j]: x2 against W as one (O I, J) matrix, then
+        # the sum over i with x1 (PyTorch's own goes through _trilinear, which nothing lowers)
+        out_f, in1, in2 = weight.shape
+        t = aten.matmul.default(input2, weight.reshape(out_f * in1, in2).t())
+        y = (t.reshape(*input2.shape[:-1], out_f, in1) * input1.unsqueeze(-2)).sum(-1)
+        return y + bias if bias is not None else y
+
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
         # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
@@ -508,7 +544,7 @@ def store_lowerings() -> dict:
     return {aten._embedding_bag.default: embedding_bag, aten.index_reduce.default: index_reduce,
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
-            aten.adaptive_max_pool2d.default: adaptive_max_pool2d}
+            aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear}
 
 
 def _covered(g: Graph) -> Counter:

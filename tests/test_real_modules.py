@@ -540,6 +540,15 @@ STRICT_FORMS = [
      "torch.randn(2, 3, 8, 4), torch.randn(2, 1, 8, 4), torch.randn(2, 1, 8, 4)", "q, k, v"),
     ("torch.matmul(a, b) + torch.matmul(b.transpose(-2, -1)[0], a.transpose(-2, -1)).transpose(-2, -1)",
      "torch.randn(3, 5, 4), torch.randn(1, 4, 5)", "a, b"),
+    # einsum's attention scores: a product against the second operand transposed
+    ("torch.einsum('bhid,bhjd->bhij', q, k).softmax(-1)", "torch.randn(2, 3, 5, 4), torch.randn(2, 3, 6, 4)", "q, k"),
+    ("torch.einsum('nd,jd->nj', x, w)", "torch.randn(5, 4), torch.randn(3, 4)", "x, w"),
+    # nn.Bilinear: a product against the weight as one matrix, then a sum (not _trilinear)
+    ("F.bilinear(x, y, w, b)", "torch.randn(2, 3, 4), torch.randn(2, 3, 5), torch.randn(6, 4, 5), torch.randn(6)",
+     "x, y, w, b"),
+    # lowerings that take several rounds: cross_entropy -> nll_loss_nd -> nll_loss -> nll_loss_forward
+    ("F.cross_entropy(x, t, label_smoothing=0.1)", "torch.randn(4, 5), torch.randint(0, 5, (4,))", "x, t"),
+    ("F.nll_loss(x.log_softmax(-1), t)", "torch.randn(4, 5), torch.randint(0, 5, (4,))", "x, t"),
     ("x[:, :, torch.tensor([-2])] * 2.0", "torch.randn(2, 4, 6, 8)", "x"),
     ("x[:, torch.tensor(1)] + torch.index_select(x, 1, torch.tensor(2))", "torch.randn(2, 4, 6)", "x"),
 ]

@@ -167,7 +167,8 @@ def _linear(node, values):
 
 def _einsum(node, values):
     """An einsum that is a matrix product with broadcast batch dims ("bijl,lk->bijk",
-    "bmk,bkn->bmn"): matmul. Other equations stay PyTorch."""
+    "bmk,bkn->bmn"), or one with the second operand transposed ("bhid,bhjd->bhij", attention's
+    scores: matmul with `transpose_b`). Other equations stay PyTorch."""
     a = _args(node, ["equation", "tensors"])
     eq, tensors = a["equation"], a["tensors"]
     if not isinstance(eq, str) or len(tensors) != 2 or not all(_is_tensor(t) for t in tensors) or "." in eq:
@@ -177,6 +178,9 @@ def _einsum(node, values):
     if not out or len(x) < 2 or len(y) < 2 or any(len(set(s)) != len(s) for s in (x, y, out)):
         return None
     m, c, (c2, n) = x[-2], x[-1], y[-2:]
+    transposed = c2 != c and n == c  # y holds (..., n, c)
+    if transposed:
+        c2, n = n, c2
     batch_x, batch_y = x[:-2], y[:-2]
     batch = max(batch_x, batch_y, key=len)
     if c != c2 or c in out or len({m, c, n}) != 3 or out != batch + m + n:
@@ -186,7 +190,7 @@ def _einsum(node, values):
         return None
     if any(len(_shape(values, t)) != len(s) for t, s in zip(tensors, (x, y))):
         return None
-    return "matmul", {}
+    return "matmul", ({"transpose_b": True} if transposed else {})
 
 
 def _sdpa(node, values):

@@ -35,6 +35,9 @@ import triton.language as tl
 HOST_HELPERS = {
     "_cdiv": "def _cdiv(a, b):\n    return -(-a // b)",
     "_next_pow2": "def _next_pow2(n):\n    return 1 << (n - 1).bit_length() if n > 1 else 1",
+    # programs that can all be resident at once (a grid barrier waits for every one): one per SM
+    "_sm_count": "def _sm_count(device):\n    if device.type != \"cuda\":\n        return 1\n"
+                 "    return torch.cuda.get_device_properties(device).multi_processor_count",
     # a product's batch strides: t's last `n` batch dims, right-aligned; 0 where t broadcasts
     "_batch_strides": "def _batch_strides(t, n):\n    lead = t.dim() - 2\n"
                       "    return [t.stride(d) if d >= 0 and t.shape[d] > 1 else 0 for d in range(lead - n, lead)]",

@@ -37,8 +37,8 @@ def _operands(program: Program, frag: Fragment):
         a, w = ins[0], ins[1]
         bias = ins[2] if len(ins) > 2 else None
         return a, w, bias, True
-    if node.op in ("matmul", "bmm"):
-        return ins[0], ins[1], None, False
+    if node.op in ("matmul", "bmm"):  # einsum's "...mk,...nk->...mn" reads b transposed
+        return ins[0], ins[1], None, bool(node.attrs.get("transpose_b"))
     raise Unsupported(node.op)
 
 
@@ -51,7 +51,9 @@ def _broadcastable(x, y) -> bool:
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
     a, b, bias, b_t = _operands(program, frag)
-    sa, sb = program.values[a].shape, program.values[b].shape
+    sa, sb = program.values[a].shape, list(program.values[b].shape)
+    if b_t and node.op != "linear" and len(sb) >= 2:  # as the (..., K, N) operand it is read as
+        sb = sb[:-2] + [sb[-1], sb[-2]]
     out = node.outputs[0]
     so = program.values[out].shape
     # batched: (.., M, K) @ (.., K, N) with up to two batch dims that broadcast (attention's
@@ -123,11 +125,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     ea, eb = program.expr(a), program.expr(b)
     lines = [f"# {frag.label}: Triton, tl.dot ({prec}){' with a fused epilogue' if frag.epilogue else ''}"]
     if batched:  # views (transposed heads) read through their strides; a broadcast batch dim, stride 0
-        lines += [f"_a = {ea}", "_M, _K = _a.shape[-2:]", f"_N = {eb}.shape[-1]",
+        # b held as (..., N, K) (einsum's "...mk,...nk"): read transposed through its strides
+        n_dim, b_strides = ("-2", "_sbn, _sbk") if b_t else ("-1", "_sbk, _sbn")
+        lines += [f"_a = {ea}", "_M, _K = _a.shape[-2:]", f"_N = {eb}.shape[{n_dim}]",
                   f"_batch = torch.broadcast_shapes(_a.shape[:-2], {eb}.shape[:-2])",
                   "_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
                   "_saz0, _saz1 = _batch_strides(_a, 2)", f"_sbz0, _sbz1 = _batch_strides({eb}, 2)",
-                  "_sam, _sak = _a.stride()[-2:]", f"_sbk, _sbn = {eb}.stride()[-2:]"]
+                  "_sam, _sak = _a.stride()[-2:]", f"{b_strides} = {eb}.stride()[-2:]"]
     elif batched_b and vec_a:  # (K,) @ (Z, K, N): the one row is read for every z
         lines += [f"_a = {ea}", "_Z = _Z1 = " + f"{eb}.shape[0]", "_M, _K = 1, _a.shape[0]", f"_N = {eb}.shape[-1]",
                   "_saz1, _sam, _sak = 0, 0, _a.stride(0)", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]

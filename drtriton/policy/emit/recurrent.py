@@ -5,16 +5,18 @@ Per layer and direction, two kernels:
 - the input projection of every step at once, gx = x W_ih^T + b_ih: one product of
   (steps x batch, features) by (features, gates x hidden), read through x's strides (batch first
   or not, a previous layer's output);
-- the recurrence: a program owns BB rows of the batch and the whole hidden state, and loops over
-  the steps; each step adds h W_hh^T (+ b_hh) to the step's gx, tile by tile of BH hidden units
-  (one tl.dot per gate and BK slice of h), applies the gates, and writes the new h to the other
-  half of a double buffer, the step's output and (LSTM) the cell state. A barrier between steps
-  makes the new h visible to all of the program's threads; programs never share rows, so none
-  waits for another.
+- the recurrence: one launch walks the sequence. Each step adds h W_hh^T (+ b_hh) to the step's
+  gx, tile by tile of (BB batch rows, BH hidden units), with one tl.dot per gate and BK slice of
+  h, applies the gates, and writes the new h to the other half of a double buffer, the step's
+  output and (LSTM) the cell state. The tiles of a step are shared among the grid's programs (at
+  most one per SM, so all are resident: `_sm_count`), which then wait for each other at a grid
+  barrier (an atomic counter) before the next step reads the new h; h is read from L2 (`.cg`).
+  On a CPU (the interpreter runs programs one after another) the grid is one program.
 
 So a layer takes any sequence length (nothing is unrolled) and launches 2 kernels per direction,
-not several per step. The kernel first copies h0 (and c0) into its buffers, which makes a
-second launch (the autotuner's trials) compute the same result.
+not several per step. The kernel first copies h0 (and c0) into its buffers and its last program
+sets the barrier's counters back to zero, so a second launch (the autotuner's trials) computes
+the same result.
 """
 
 from __future__ import annotations
@@ -96,63 +98,80 @@ def _recurrence_kernel(name: str, op: str, prec: str, device: str) -> str:
         gx += [f"acc{g} += gx{g}" for g in range(gates)]
     dots = [f"acc{g} += tl.dot(hk, tl.load(w_cols + {g} * H * sw_n, mask=wm, other=0.0), input_precision=\"{prec}\")"
             for g in range(gates)]
-    body = [
+    # a tile: BB rows of the batch by BH hidden units; `block` numbers this program's tiles
+    tile = ["b0 = (block % NB) * BB", "j0 = (block // NB) * BH", "rb = b0 + tl.arange(0, BB)",
+            "rj = j0 + tl.arange(0, BH)", "m = (rb[:, None] < B) & (rj[None, :] < H)", "at = rb[:, None] * H + rj[None, :]"]
+    step = [
+        "gx_step = gx_ptr + (t * B + rb).to(tl.int64)[:, None] * (GATES * H) + rj[None, :]",
+        *acc_init, *gx,
+        "if HAS_BIAS:",
+        *(f"    acc{g} += tl.load(b_ptr + {g} * H + rj, mask=rj < H, other=0.0)[None, :]" for g in range(gates)),
+        "for k0 in range(0, H, BK):",
+        "    rk = k0 + tl.arange(0, BK)",
+        "    # h as the other programs left it: read from L2 (.cg), past this SM's L1",
+        "    hk = tl.load(cur + rb[:, None] * H + rk[None, :], mask=(rb[:, None] < B) & (rk[None, :] < H), other=0.0, "
+        "cache_modifier=\".cg\")",
+        "    wm = (rk[:, None] < H) & (rj[None, :] < H)",
+        "    w_cols = w_ptr + rj[None, :] * sw_n + rk[:, None] * sw_k  # W_hh's rows of these units, as columns",
+        *(f"    {line}" for line in dots),
+        *(["c_prev = tl.load(cy_ptr + at, mask=m, other=0.0)"] if lstm else []),
+        *(["h_prev = tl.load(cur + at, mask=m, other=0.0, cache_modifier=\".cg\")"] if gru else []),
+        *_gate_lines(op),
+        *(["tl.store(cy_ptr + at, c, mask=m)"] if lstm else []),
+        "tl.store(nxt + at, h, mask=m)",
+        "tl.store(out_ptr + t * so_t + rb[:, None] * so_b + col0 + rj[None, :], h, mask=m)",
+    ]
+    lines = autotune(RECURRENCE_TILES, ["B", "H"], device) + [
+        "@triton.jit",
+        f"def {name}(gx_ptr, w_ptr, sw_n, sw_k, b_ptr, h0_ptr, sh0_b, sh0_h, c0_ptr, sc0_b, sc0_h, out_ptr, so_t, so_b, "
+        "col0, hy_ptr, cy_ptr, hbuf_ptr, sync_ptr, T, B, H, GATES: tl.constexpr, REVERSE: tl.constexpr, "
+        "HAS_BIAS: tl.constexpr, BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr):",
+        f"    # {op}: the grid's programs share the (batch x hidden) tiles of each step; h in a double",
+        "    # buffer; between steps every program waits for all (a grid barrier on sync_ptr[0])",
+        "    pid = tl.program_id(0)",
+        "    P = tl.num_programs(0)",
+        "    NB = tl.cdiv(B, BB)",
+        "    tiles = NB * tl.cdiv(H, BH)",
+        "    for block in range(pid, tiles, P):  # the initial state into the buffers",
+        *(f"        {line}" for line in tile),
+        "        tl.store(hbuf_ptr + at, tl.load(h0_ptr + rb[:, None] * sh0_b + rj[None, :] * sh0_h, mask=m, other=0.0), "
+        "mask=m)",
+        *(["        tl.store(cy_ptr + at, tl.load(c0_ptr + rb[:, None] * sc0_b + rj[None, :] * sc0_h, mask=m, other=0.0), "
+           "mask=m)"] if lstm else []),
+        "    arrived = 1",
+        *(f"    {line}" for line in _BARRIER),
         "    for s in range(0, T):",
         "        t = s",
         "        if REVERSE:",
         "            t = T - 1 - s",
         "        cur = hbuf_ptr + (s % 2) * B * H",
         "        nxt = hbuf_ptr + ((s + 1) % 2) * B * H",
-        "        for j0 in range(0, H, BH):",
-        "            rj = j0 + tl.arange(0, BH)",
-        "            m = rows_ok[:, None] & (rj[None, :] < H)",
-        "            at = rb[:, None] * H + rj[None, :]",
-        "            gx_step = gx_ptr + (t * B + rb).to(tl.int64)[:, None] * (GATES * H) + rj[None, :]",
-        *(f"            {line}" for line in acc_init + gx),
-        "            if HAS_BIAS:",
-        *(f"                acc{g} += tl.load(b_ptr + {g} * H + rj, mask=rj < H, other=0.0)[None, :]"
-          for g in range(gates)),
-        "            for k0 in range(0, H, BK):",
-        "                rk = k0 + tl.arange(0, BK)",
-        "                hk = tl.load(cur + rb[:, None] * H + rk[None, :], mask=rows_ok[:, None] & (rk[None, :] < H), "
-        "other=0.0)",
-        "                wm = (rk[:, None] < H) & (rj[None, :] < H)",
-        "                w_cols = w_ptr + rj[None, :] * sw_n + rk[:, None] * sw_k  # W_hh's rows of these units, as columns",
-        *(f"                {line}" for line in dots),
-        *(["            c_prev = tl.load(cy_ptr + at, mask=m, other=0.0)"] if lstm else []),
-        *(["            h_prev = tl.load(cur + at, mask=m, other=0.0)"] if gru else []),
-        *(f"            {line}" for line in _gate_lines(op)),
-        *(["            tl.store(cy_ptr + at, c, mask=m)"] if lstm else []),
-        "            tl.store(nxt + at, h, mask=m)",
-        "            tl.store(out_ptr + t * so_t + rb[:, None] * so_b + col0 + rj[None, :], h, mask=m)",
-        "        tl.debug_barrier()  # this step's h, written by all threads, is the next step's input",
-    ]
-    lines = autotune(RECURRENCE_TILES, ["B", "H"], device) + [
-        "@triton.jit",
-        f"def {name}(gx_ptr, w_ptr, sw_n, sw_k, b_ptr, h0_ptr, sh0_b, sh0_h, c0_ptr, sc0_b, sc0_h, out_ptr, so_t, so_b, "
-        "col0, hy_ptr, cy_ptr, hbuf_ptr, T, B, H, GATES: tl.constexpr, REVERSE: tl.constexpr, HAS_BIAS: tl.constexpr, "
-        "BB: tl.constexpr, BH: tl.constexpr, BK: tl.constexpr):",
-        f"    # {op}: BB rows of the batch walk the whole sequence; h in a double buffer, one barrier per step",
-        "    rb = tl.program_id(0) * BB + tl.arange(0, BB)",
-        "    rows_ok = rb < B",
-        "    for j0 in range(0, H, BH):  # the initial state into the buffers",
-        "        rj = j0 + tl.arange(0, BH)",
-        "        m = rows_ok[:, None] & (rj[None, :] < H)",
-        "        at = rb[:, None] * H + rj[None, :]",
-        "        tl.store(hbuf_ptr + at, tl.load(h0_ptr + rb[:, None] * sh0_b + rj[None, :] * sh0_h, mask=m, other=0.0), "
-        "mask=m)",
-        *(["        tl.store(cy_ptr + at, tl.load(c0_ptr + rb[:, None] * sc0_b + rj[None, :] * sc0_h, mask=m, other=0.0), "
-           "mask=m)"] if lstm else []),
-        "    tl.debug_barrier()",
-        *body,
+        "        for block in range(pid, tiles, P):",
+        *(f"            {line}" for line in tile + step),
+        "        arrived += 1",
+        *(f"        {line}" for line in _BARRIER),
         "    last = hbuf_ptr + (T % 2) * B * H",
-        "    for j0 in range(0, H, BH):",
-        "        rj = j0 + tl.arange(0, BH)",
-        "        m = rows_ok[:, None] & (rj[None, :] < H)",
-        "        at = rb[:, None] * H + rj[None, :]",
-        "        tl.store(hy_ptr + at, tl.load(last + at, mask=m, other=0.0), mask=m)",
+        "    for block in range(pid, tiles, P):",
+        *(f"        {line}" for line in tile),
+        "        tl.store(hy_ptr + at, tl.load(last + at, mask=m, other=0.0, cache_modifier=\".cg\"), mask=m)",
+        "    # the last program out sets the counters back to 0: the next launch (the autotuner's too) starts clean",
+        '    if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == P - 1:',
+        '        tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")',
+        '        tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")',
     ]
     return "\n".join(lines)
+
+
+# A grid barrier: this program's stores done (all its threads), one arrival on the counter, then
+# wait until every program has arrived `arrived` times. The grid never exceeds the SMs, so all its
+# programs are resident and the wait ends; on a CPU the grid is one program.
+_BARRIER = [
+    "tl.debug_barrier()",
+    'tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")',
+    'while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < arrived * P:',
+    "    pass",
+    "tl.debug_barrier()",
+]
 
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
@@ -182,6 +201,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
              f"{hy} = torch.empty(({layers * directions}, _B, _H), device=_seq.device, dtype=torch.float32)",
              *([f"{cy} = torch.empty_like({hy})"] if cy else []),
              "_hbuf = torch.empty((2, _B, _H), device=_seq.device, dtype=torch.float32)",
+             "_sync = torch.zeros(2, device=_seq.device, dtype=torch.int32)  # the grid barrier's counters",
+             "_programs = _sm_count(_seq.device)  # at most one program per SM: all resident for the barrier",
              f"_gx = torch.empty((_T * _B, {gates} * _H), device=_seq.device, dtype=torch.float32)"]
     for layer in range(layers):
         last = layer == layers - 1
@@ -198,9 +219,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                 f"{proj}[lambda meta: (_cdiv(_T * _B, meta['BM']), _cdiv({gates} * _H, meta['BN']))]("
                 f"_seq, *_seq.stride(), {w_ih}, *{w_ih}.stride(), {b_ih}, _gx, _T * _B, {gates} * _H, _seq.shape[2], _B, "
                 f"HAS_BIAS={a['bias']})",
-                f"{rec}[lambda meta: (_cdiv(_B, meta['BB']),)](_gx, {w_hh}, *{w_hh}.stride(), {b_hh}, "
+                f"{rec}[lambda meta: (min(_cdiv(_B, meta['BB']) * _cdiv(_H, meta['BH']), _programs),)]("
+                f"_gx, {w_hh}, *{w_hh}.stride(), {b_hh}, "
                 f"{h0}[{k}], *{h0}[{k}].stride(), {c0}[{k}], *{c0}[{k}].stride(), _out, _out.stride(0), _out.stride(1), "
-                f"{d} * _H, {hy}[{k}], {cy + f'[{k}]' if cy else '_hbuf'}, _hbuf, _T, _B, _H, GATES={gates}, "
+                f"{d} * _H, {hy}[{k}], {cy + f'[{k}]' if cy else '_hbuf'}, _hbuf, _sync, _T, _B, _H, GATES={gates}, "
                 f"REVERSE={d == 1}, HAS_BIAS={a['bias']})",
             ]
         lines.append("_seq = _out")
