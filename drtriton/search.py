@@ -101,8 +101,13 @@ class SearchConfig:
 
 
 def _faster(a: Verdict, b: Verdict | None) -> bool:
+    """Whether `a` is the faster candidate: by its speed against the reference timed in the same
+    check (checks may run on different GPUs of a VerifierGroup, or under other load), else by
+    its own time."""
     if b is None:
         return True
+    if a.speedup_eager is not None and b.speedup_eager is not None:
+        return a.speedup_eager > b.speedup_eager
     ta = a.timings.candidate.median_ms if a.timings else None
     tb = b.timings.candidate.median_ms if b.timings else None
     return ta is not None and (tb is None or ta < tb)
@@ -143,15 +148,13 @@ class Search:
         self._ids = itertools.count(1)
         self._models_asked = False
         self._models_per_fragment = True  # False when the models see the program whole
-        self._abandoned = threading.Event()  # the caller closed run(): checks in flight start nothing new
 
     # -- budget ------------------------------------------------------------------------------
     def _left(self) -> float:
         return self.config.budget_s - (time.monotonic() - self.started)
 
     def _exhausted(self) -> bool:
-        return (self.cancel.is_set() or self._abandoned.is_set() or self._left() <= 0
-                or len(self.attempts) >= self.config.max_candidates)
+        return self.cancel.is_set() or self._left() <= 0 or len(self.attempts) >= self.config.max_candidates
 
     def _settled(self) -> bool:
         """Without CUDA nothing is timed: the first correct module ends the search (once the
@@ -296,7 +299,7 @@ class Search:
 
         def drive() -> None:
             try:
-                while not self._abandoned.is_set():
+                while not self.cancel.is_set():
                     with lock:
                         item = next(pending, None)
                     if item is None:
@@ -316,8 +319,8 @@ class Search:
                     running -= 1
                 else:
                     yield event
-        except GeneratorExit:  # the caller stopped listening: no new checks start
-            self._abandoned.set()
+        except GeneratorExit:  # the caller stopped listening: checks in flight are cancelled, none starts
+            self.cancel.set()
             raise
         return results
 
@@ -348,6 +351,9 @@ class Search:
                     cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
                                                  "mixed" if variant == LIBRARY else "strict")
                 except Unsupported:
+                    continue
+                except Exception as e:  # a bug in one variant's template costs that variant only
+                    self.notes.append(f"{frag.label}: a variant could not be written: {describe_exception(e)}")
                     continue
                 verdict = yield from self._builtin_attempt(task.problem, cand, frag.label, quick=True)
                 if better(verdict):

@@ -154,3 +154,48 @@ def test_one_ill_conditioned_element_loosens_no_other():
     wrong = flip.clone()
     wrong[1] = 1.9
     assert not compare_with_exact(wrong.float(), torch.zeros(256), flip, FP32).passed
+
+
+def _top_p(x: torch.Tensor, threshold: float = 0.9) -> torch.Tensor:
+    """A top-p style mask: kept probabilities where the running sum is at most `threshold`."""
+    probs = torch.softmax(x, dim=-1)
+    return torch.where(torch.cumsum(probs, -1) <= threshold, probs, torch.zeros_like(probs))
+
+
+def test_a_threshold_that_a_few_ulps_decide_is_judged_by_what_they_move():
+    """A mask flipped where the running sum sits within a few ulps of the threshold: the fp32
+    reference flips some such elements, a correct candidate (another summation order) others.
+    Only the float64 runs on inputs moved by a few ulps show those elements are undetermined."""
+    from drtriton.verify.compare import compare_with_exact, conditioning
+    from drtriton.verify.worker.harness import PERTURBATIONS, _moved
+
+    x = torch.randn(64, 512, generator=torch.Generator().manual_seed(3)).double()
+    exact = _top_p(x)
+    cum = torch.cumsum(torch.softmax(x, -1), -1)
+    row, col = 5, int((cum[5] <= 0.9).sum())  # the first element past the threshold in row 5
+    threshold = float(cum[row, col])  # a threshold exactly on that element's running sum
+    exact = _top_p(x, threshold)
+    ref = _top_p(x.float(), threshold)
+    out = exact.clone()
+    out[row, col] = torch.softmax(x[row], -1)[col] if exact[row, col] == 0 else 0.0  # flipped there only
+    moved = [_top_p(_moved(x, k), threshold) for k in PERTURBATIONS]
+    spread = conditioning(exact, moved)
+    assert spread[row, col] > 1e-4  # a few ulps decide that element
+    assert float(spread.sum() - spread[row, col]) < 1e-3  # and few others
+    assert not compare_with_exact(out.float(), ref, exact, FP32).passed  # held to fp32's own error there
+    assert compare_with_exact(out.float(), ref, exact, FP32, spread).passed
+    # a flip where a few ulps decide nothing is still wrong
+    wrong = exact.clone()
+    other = 0 if col > 2 else col + 3
+    wrong[row, other] = 0.0 if exact[row, other] != 0 else 0.5
+    assert not compare_with_exact(wrong.float(), ref, exact, FP32, spread).passed
+
+
+def test_conditioning_needs_runs_of_the_same_shape():
+    from drtriton.verify.compare import conditioning
+
+    exact = torch.zeros(3, 4, dtype=torch.float64)
+    assert conditioning(exact, [torch.zeros(4, 3)]) is None and conditioning(exact, []) is None
+    moved = exact.clone()
+    moved[1, 2] = 0.5
+    assert torch.equal(conditioning(exact, [exact, moved]), moved)

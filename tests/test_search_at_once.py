@@ -116,7 +116,7 @@ def test_a_fragment_check_that_raises_is_reported_and_the_search_goes_on(cpu_ver
     assert not any("cumsum" in a.fragment for a in r.attempts if a.fragment != "whole module")
 
 
-def test_closing_the_search_starts_no_new_check(cpu_verifier):
+def test_closing_the_search_cancels_its_checks_and_starts_no_new_one(cpu_verifier):
     problem = from_source(textwrap.dedent(CHAIN))
     watching = Watching(cpu_verifier, problem)
     s = Search(problem, watching, SearchConfig(mode="strict", budget_s=300))
@@ -124,13 +124,13 @@ def test_closing_the_search_starts_no_new_check(cpu_verifier):
     for event in run:
         if event.kind == "candidate" and event.data["fragment"] != "whole module":
             break
-    run.close()  # the editor moved on: checks in flight finish, nothing new starts
+    run.close()  # the editor moved on: checks in flight are cancelled, nothing new starts
     started = watching.started
     deadline = time.monotonic() + 60
     while watching.in_flight and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)
-    assert watching.in_flight == 0 and watching.started == started
+    assert watching.in_flight == 0 and watching.started == started and s.cancel.is_set()
 
 
 class FakeVerifier:

@@ -31,10 +31,10 @@ def _rule(gates: int):
         directions = 2 if attrs.get("bidirectional") else 1
         layers = attrs.get("num_layers", 1)
         steps = ctx.mul(x[0], x[1])  # sequence x batch, in either order
-        per_step = (2 * gates * ctx.mul(steps, hidden, x[2]) + 2 * gates * ctx.mul(steps, hidden, hidden)
-                    + 10 * ctx.mul(steps, hidden))
+        recurrence = 2 * gates * ctx.mul(steps, hidden, hidden) + 10 * ctx.mul(steps, hidden)  # each layer
+        inputs = 2 * gates * ctx.mul(steps, hidden, x[2])  # the first layer's input products
         later = (layers - 1) * (2 * gates * directions * ctx.mul(steps, hidden, hidden))  # inputs of D*H features
-        return [x[0], x[1], directions * hidden], directions * layers * per_step + directions * later
+        return [x[0], x[1], directions * hidden], directions * (layers * recurrence + inputs + later)
     return rule
 
 

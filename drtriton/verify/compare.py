@@ -7,7 +7,10 @@ A near miss against an fp32 reference goes to an arbiter (`compare_with_exact`):
 run again in float64. Some outputs are below fp32's own resolution (a sum of 8192 products, the
 mean of a normalised tensor, which is 0 in exact arithmetic), and there the fp32 reference is no
 better a judge than the candidate; the arbiter asks instead that the candidate be about as close
-to the exact result as PyTorch's fp32 output is.
+to the exact result as PyTorch's fp32 output is. Where the exact result itself is not
+determined at fp32 resolution (a `cum <= 0.9` mask whose running sum sits within a few ulps of
+the threshold), the reference runs again on inputs moved by a few ulps, and what that moves an
+element by counts as the reference's error there (`conditioning`).
 """
 
 from __future__ import annotations
@@ -109,13 +112,17 @@ def is_near_miss(c: Comparison, ref: torch.Tensor) -> bool:
 
 
 def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor,
-                       tol: Tolerance) -> Comparison | None:
+                       tol: Tolerance, spread: torch.Tensor | None = None) -> Comparison | None:
     """Judge `out` against `exact` (the reference computed in float64): each element within the
     usual tolerance plus EXACT_SLACK times the fp32 reference's own error at that element (or
     its typical error, the median, where it happened to be closer), and the error norm within
     EXACT_SLACK times the reference's. Per element, so one ill-conditioned element (a large
-    feature, a threshold that flips) loosens nothing else. None when `exact` cannot arbitrate:
-    another shape, or values not finite in one reference and finite in the other."""
+    feature, a threshold that flips) loosens nothing else. `spread`: how far each element of
+    the float64 result moves when the inputs move by a few fp32 ulps (`conditioning`); where
+    that is more than the fp32 reference's own error, the element is not determined at fp32
+    resolution (a threshold right next to a value) and counts as the reference's error there.
+    None when `exact` cannot arbitrate: another shape, or values not finite in one reference and
+    finite in the other."""
     total = ref.numel()
     if tuple(exact.shape) != tuple(ref.shape) or tuple(out.shape) != tuple(ref.shape):
         return None
@@ -135,8 +142,10 @@ def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor
         finite = x.isfinite()
         if not torch.equal(finite, r.isfinite()) or not _same_specials(r[~finite], x[~finite]):
             return None
-        # what fp32 itself gets wrong here, element by element
+        # what fp32 itself gets wrong here, element by element (or what a few ulps of input move)
         own = torch.where(finite, (r - x).abs(), torch.zeros_like(r))
+        if spread is not None:
+            own = torch.maximum(own, torch.where(finite, spread.reshape(-1)[s].double().nan_to_num(), 0.0))
         if finite.any():
             ref_max = max(ref_max, float(own.max()))
             ref_sq += float((own ** 2).sum())
@@ -162,6 +171,17 @@ def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor
     return Comparison(passed=passed, max_abs_error=max_abs, max_rel_error=max_rel,
                       rel_error_norm=err_norm / exact_norm if exact_norm else (0.0 if err_norm == 0 else math.inf),
                       mismatched=mismatched, total=total, note=note)
+
+
+def conditioning(exact: torch.Tensor, moved: list[torch.Tensor]) -> torch.Tensor | None:
+    """Per element, the most the float64 result moved over runs on inputs perturbed by a few fp32
+    ulps (`moved`); None when a run gave another shape."""
+    if any(tuple(m.shape) != tuple(exact.shape) for m in moved) or not moved:
+        return None
+    spread = torch.zeros_like(exact, dtype=torch.float64)
+    for m in moved:
+        spread = torch.maximum(spread, (m.double() - exact.double()).abs().nan_to_num(nan=0.0, posinf=0.0))
+    return spread
 
 
 def _same_specials(a: torch.Tensor, b: torch.Tensor) -> bool:

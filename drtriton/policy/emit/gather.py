@@ -103,7 +103,7 @@ def _picked(program: Program, node, space: IndexSpace) -> Source:
     rank = len(space.sizes) + 1
     if node.op == "embedding":
         weight, index = node.args[0]["value"], node.args[1]["value"]
-        we, ie = program.expr(weight), program.expr(index)
+        we, ie = program.expr(weight), program.tensor_expr(index)
         ws = _tensor(src, "w", we, 2)
         ist = _tensor(src, "idx", ie, rank - 1)
         pos = _offset([(space.index(d), ist[d]) for d in range(rank - 1)])

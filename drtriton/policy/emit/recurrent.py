@@ -11,7 +11,9 @@ Per layer and direction, two kernels:
   output and (LSTM) the cell state. The tiles of a step are shared among the grid's programs (at
   most one per SM, so all are resident: `_sm_count`), which then wait for each other at a grid
   barrier (an atomic counter) before the next step reads the new h; h is read from L2 (`.cg`).
-  On a CPU (the interpreter runs programs one after another) the grid is one program.
+  On a CPU (the interpreter runs programs one after another) the grid is one program. The wait
+  assumes what a forward on one stream gives: no other launch of this process holds SMs the grid
+  needs until the grid finishes (another process's kernels are time-sliced, not co-resident).
 
 So a layer takes any sequence length (nothing is unrolled) and launches 2 kernels per direction,
 not several per step. The kernel first copies h0 (and c0) into its buffers and its last program
@@ -87,6 +89,18 @@ def _projection_kernel(name: str, prec: str, device: str) -> str:
     return "\n".join(lines)
 
 
+# A grid barrier: this program's stores done (all its threads), one arrival on the counter, then
+# wait until every program has arrived `arrived` times. The grid never exceeds the SMs, so all its
+# programs are resident and the wait ends; on a CPU the grid is one program.
+_BARRIER = [
+    "tl.debug_barrier()",
+    'tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")',
+    'while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < arrived * P:',
+    "    pass",
+    "tl.debug_barrier()",
+]
+
+
 def _recurrence_kernel(name: str, op: str, prec: str, device: str) -> str:
     gates = GATES[op]
     lstm, gru = op == "lstm", op == "gru"
@@ -119,7 +133,7 @@ def _recurrence_kernel(name: str, op: str, prec: str, device: str) -> str:
         *_gate_lines(op),
         *(["tl.store(cy_ptr + at, c, mask=m)"] if lstm else []),
         "tl.store(nxt + at, h, mask=m)",
-        "tl.store(out_ptr + t * so_t + rb[:, None] * so_b + col0 + rj[None, :], h, mask=m)",
+        "tl.store(out_ptr + t.to(tl.int64) * so_t + rb[:, None] * so_b + col0 + rj[None, :], h, mask=m)",
     ]
     lines = autotune(RECURRENCE_TILES, ["B", "H"], device) + [
         "@triton.jit",
@@ -160,18 +174,6 @@ def _recurrence_kernel(name: str, op: str, prec: str, device: str) -> str:
         '        tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")',
     ]
     return "\n".join(lines)
-
-
-# A grid barrier: this program's stores done (all its threads), one arrival on the counter, then
-# wait until every program has arrived `arrived` times. The grid never exceeds the SMs, so all its
-# programs are resident and the wait ends; on a CPU the grid is one program.
-_BARRIER = [
-    "tl.debug_barrier()",
-    'tl.atomic_add(sync_ptr, 1, sem="release", scope="gpu")',
-    'while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < arrived * P:',
-    "    pass",
-    "tl.debug_barrier()",
-]
 
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from ..compare import compare, compare_with_exact, is_near_miss
+from ..compare import compare, compare_with_exact, conditioning, is_near_miss
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel
 from . import parallel_compile, transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, launch_signatures, python_thread_count
@@ -328,6 +328,17 @@ class ReferenceHarness:
             if exact and indexes:
                 exact = [_at(e, ix) for e, ix in zip(exact, indexes)]
             judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
+            # elements off beyond the reference's own error: are they determined at fp32 resolution?
+            again = [i for i, j in judged.items() if j is not None and not j.passed and j.mismatched]
+            if again:
+                moved = [self._exact_outputs(key, seed, len(refs), other_shapes, perturb=k)[0] for k in PERTURBATIONS]
+                if all(moved):
+                    if indexes:
+                        moved = [[_at(e, ix) for e, ix in zip(m, indexes)] for m in moved]
+                    for i in again:
+                        spread = conditioning(exact[i], [m[i] for m in moved])
+                        if spread is not None:
+                            judged[i] = compare_with_exact(outs[i], refs[i], exact[i], tols[i], spread) or judged[i]
         except torch.OutOfMemoryError:
             why, judged = "out of memory", {}
         results = list(results)
@@ -340,12 +351,13 @@ class ReferenceHarness:
                 results[i] = replace(results[i], note=f"{results[i].note}; {more}")
         return results
 
-    def _exact_outputs(self, key: str, seed: int, count: int,
-                       other_shapes: bool = False) -> tuple[list[torch.Tensor] | None, str]:
+    def _exact_outputs(self, key: str, seed: int, count: int, other_shapes: bool = False,
+                       perturb: int = 0) -> tuple[list[torch.Tensor] | None, str]:
         """The reference again, built afresh and run in float64 on the trial's inputs (the arbiter
         of near misses), or None and why it is no faithful exact run: it raises, runs out of
         memory, returns something else, or draws random numbers (its outputs would be other
-        numbers)."""
+        numbers). `perturb` k > 0: its floating-point inputs each moved by 4 fp32 ulps (`_moved`), to
+        see which outputs a few ulps decide."""
         runtime = self.problems[key]
         model = inputs = None
         try:
@@ -362,6 +374,9 @@ class ReferenceHarness:
                 inputs, _ = runtime.make_inputs(seed)
             inputs = [v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
                       for v in inputs]
+            if perturb:
+                inputs = [_moved(v, perturb) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+                          for v in inputs]
             before = _rng_states(runtime.device)
             with torch.no_grad():
                 flat = transfer.flatten_outputs(model(*inputs))
@@ -964,6 +979,21 @@ def _at(t: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
 def _structure(outputs: list[torch.Tensor]) -> list[list]:
     """What stays the same when only the batch size changes: the count, dtypes and ranks."""
     return [[str(t.dtype), t.dim()] for t in outputs]
+
+
+#: the perturbed runs of the arbiter: every input up, every input down, then two random patterns
+PERTURBATIONS = (1, 2, 3, 4)
+
+
+def _moved(t: torch.Tensor, k: int) -> torch.Tensor:
+    """`t` (float64) with each element moved by 4 fp32 ulps of its own: all up (k = 1), all down
+    (k = 2), or up and down at random (signs seeded by k)."""
+    if k in (1, 2):
+        signs = torch.full_like(t, 1.0 if k == 1 else -1.0)
+    else:
+        g = torch.Generator(device="cpu").manual_seed(k)
+        signs = (torch.randint(0, 2, t.shape, generator=g) * 2 - 1).to(t.device, torch.float64)
+    return t * (1 + signs * 4 * 2.0 ** -23)
 
 
 def _rng_states(device: str) -> list:
