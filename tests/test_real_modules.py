@@ -549,6 +549,9 @@ STRICT_FORMS = [
     # lowerings that take several rounds: cross_entropy -> nll_loss_nd -> nll_loss -> nll_loss_forward
     ("F.cross_entropy(x, t, label_smoothing=0.1)", "torch.randn(4, 5), torch.randint(0, 5, (4,))", "x, t"),
     ("F.nll_loss(x.log_softmax(-1), t)", "torch.randn(4, 5), torch.randint(0, 5, (4,))", "x, t"),
+    # masks cast as transformers writes them: to(device, dtype), to(dtype=..., device=...)
+    ("(x > 0).to(x.device, torch.float32) * x + (x < 1).to(dtype=torch.float32, device=x.device)",
+     "torch.randn(3, 4)", "x"),
     ("x[:, :, torch.tensor([-2])] * 2.0", "torch.randn(2, 4, 6, 8)", "x"),
     ("x[:, torch.tensor(1)] + torch.index_select(x, 1, torch.tensor(2))", "torch.randn(2, 4, 6)", "x"),
 ]
@@ -648,3 +651,17 @@ def test_operators_of_other_libraries_are_called_through_torch_ops():
     assert callable_name("operator.mul") == "operator.mul"  # size arithmetic stays Python
     assert callable_name("torch.sym_max") == "torch.sym_max"
     assert callable_name("builtins.float") == "float"
+
+
+def test_a_cast_with_a_layout_is_a_dtype_conversion():
+    # OPT, BART and CLIP build their attention masks with to(dtype=..., layout=..., device=...)
+    from drtriton.capture import Node, Value
+    from drtriton.ops.aten import match
+
+    values = {"m": Value("m", [2, 3], "torch.float32", "node"), "c": Value("c", [2, 3], "torch.bool", "node")}
+    cast = Node("c", "aten.to.dtype_layout", [{"value": "m"}], {"dtype": "torch.bool", "layout": "torch.strided",
+                                                                 "device": {"device": "cpu"}}, ["c"])
+    assert match(cast, values) == ("to_dtype", {"dtype": "bool"})
+    sparse = Node("c", "aten.to.dtype_layout", [{"value": "m"}], {"dtype": "torch.bool", "layout": "torch.sparse_coo"},
+                  ["c"])
+    assert match(sparse, values) is None

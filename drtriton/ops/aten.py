@@ -489,16 +489,21 @@ def _where(node, values):
     return "where", {}
 
 
+_TO_POSITIONAL = {"aten.to.dtype": ["input", "dtype"], "prims.convert_element_type.default": ["input", "dtype"],
+                  "aten.to.device": ["input", "device", "dtype"]}
+
+
 def _to_dtype(node, values):
     """A dtype conversion on the same device (`x.to(torch.float32)`, `_to_copy(x, dtype=...)`,
-    `x.float()`), not a move or a layout change."""
-    a = _args(node, ["input", "dtype"] if node.target in ("aten.to.dtype", "prims.convert_element_type.default")
-              else ["input"])
+    `x.float()`, `mask.to(x.device, torch.bool)`, `x.to(dtype=..., device=x.device)` as
+    transformers writes its masks), not a move or a layout change."""
+    a = _args(node, _TO_POSITIONAL.get(node.target, ["input"]))
     dtype = a.get("dtype")
     extra = set(node.kwargs) - {"dtype", "layout", "device", "pin_memory", "memory_format", "non_blocking", "copy"}
     if not _is_tensor(a["input"]) or not isinstance(dtype, str) or extra:
         return None
-    if node.kwargs.get("memory_format") not in (None, "torch.preserve_format"):
+    if node.kwargs.get("memory_format") not in (None, "torch.preserve_format") or \
+            node.kwargs.get("layout") not in (None, "torch.strided"):
         return None
     name = dtype.removeprefix("torch.")
     from .elementwise import _TL_DTYPES
@@ -688,7 +693,8 @@ MATCHERS: dict[str, Callable] = {
     **{f"aten.{c}.{form}": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge") for form in ("Tensor", "Scalar")},
     "aten.where.self": _where, "aten.where.ScalarSelf": _where, "aten.where.ScalarOther": _where,
     "aten.where.Scalar": _where,
-    "aten._to_copy.default": _to_dtype, "aten.to.dtype": _to_dtype,
+    "aten._to_copy.default": _to_dtype, "aten.to.dtype": _to_dtype, "aten.to.device": _to_dtype,
+    "aten.to.dtype_layout": _to_dtype,
     "aten.logical_not.default": _unary("logical_not"), "aten.logical_and.default": _both_tensors("logical_and"),
     "aten.logical_or.default": _both_tensors("logical_or"), "aten.logical_xor.default": _both_tensors("logical_xor"),
     "aten.bitwise_and.Tensor": _bool_logic("logical_and"), "aten.bitwise_or.Tensor": _bool_logic("logical_or"),
