@@ -665,3 +665,34 @@ def test_a_cast_with_a_layout_is_a_dtype_conversion():
     sparse = Node("c", "aten.to.dtype_layout", [{"value": "m"}], {"dtype": "torch.bool", "layout": "torch.sparse_coo"},
                   ["c"])
     assert match(sparse, values) is None
+
+
+UNUSED = '''
+import torch
+import torch.nn as nn
+
+
+class Pooled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, ids):
+        h = self.fc(x)
+        pooled = h[torch.arange(h.shape[0]), ids.argmax(dim=-1)]  # computed, never returned (CLIP's pooler)
+        return torch.relu(h)
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 8), torch.randint(0, 5, (3, 5))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_values_forward_never_returns_are_not_computed(cpu_verifier):
+    _, result, _ = convert(cpu_verifier, UNUSED, mode="strict")
+    assert result.correct, failures(result)
+    assert "argmax" not in result.plan and "index" not in result.plan and "linear" in result.plan

@@ -45,6 +45,17 @@ class Fragment:
         return ", ".join(n.op or (n.target.split(".")[1] if "." in n.target else n.target) for n in self.nodes)
 
 
+def live_nodes(nodes: list[Node], outputs: list[str]) -> list[Node]:
+    """The nodes the outputs need, in order: forward computes nothing else (a pooled output a
+    wrapper never returns, an argmax only that pooling read)."""
+    need, keep = set(outputs), set()
+    for n in reversed(nodes):
+        if any(o in need for o in n.outputs):
+            keep.add(n.name)
+            need.update(value_refs(n.args) + value_refs(list(n.kwargs.values())))
+    return [n for n in nodes if n.name in keep]
+
+
 class Program:
     """The graph plus what code generation needs to know about each value."""
 
@@ -52,9 +63,10 @@ class Program:
         self.graph = graph
         self.rewrites = list(rewrites or [])  # algebraic rewrites applied to the captured graph
         self.values: dict[str, Value] = graph.values
-        self.users = graph.users()
+        self.nodes = live_nodes([n for n in graph.nodes if not n.mutates], graph.outputs)
+        live = {n.name for n in self.nodes} | {n.name for n in graph.nodes if n.mutates}
+        self.users = {v: [u for u in us if u.name in live] for v, us in graph.users().items()}
         self.producer = graph.producer()
-        self.nodes = [n for n in graph.nodes if not n.mutates]
         self._names: dict[str, str] = {}
 
     # -- naming ------------------------------------------------------------------------------
