@@ -173,7 +173,14 @@ def cmd_bench(args) -> int:
         raise UsageError(str(e)) from None
     if args.ids:
         wanted = _id_set(args.ids)
+        have = [p.meta["problem_id"] for p in problems if p.meta.get("problem_id") is not None]
+        if not have:  # a folder of problem files: nothing carries an id
+            raise UsageError(f"--ids: the problems in {args.problems} have no ids (KernelBench's JSONL "
+                             "have them); use --limit N, or name one file")
         problems = [p for p in problems if p.meta.get("problem_id") in wanted]
+        if not problems:
+            raise UsageError(f"--ids {args.ids}: none of {args.problems}'s problems has these ids "
+                             f"(they run from {min(have)} to {max(have)})")
     if args.limit:
         problems = problems[: args.limit]
     if (args.candidates is None) == (args.policy is None):

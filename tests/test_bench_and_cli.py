@@ -30,6 +30,13 @@ def test_bench_input_errors_are_one_line_and_exit_2(tmp_path):
         r = drtriton("bench", spec, "--candidates", str(tmp_path / "cands"), "--out", str(tmp_path / "out"))
         assert r.returncode == 2, r.stderr
         assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    # --ids that select nothing say so instead of reporting 0/0: a folder has no ids, a set lacks these
+    (tmp_path / "problems").mkdir()
+    (tmp_path / "problems" / "p.py").write_text(SOFTMAX)
+    for spec, ids, message in ((str(tmp_path / "problems"), "1-3", "have no ids"),
+                               ("kernelbench:level1", "500-600", "none of kernelbench:level1's problems has these ids")):
+        r = drtriton("bench", spec, "--ids", ids, "--candidates", str(tmp_path / "cands"), "--out", str(tmp_path / "out"))
+        assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_bench_takes_a_shipped_set_by_name(tmp_path):
