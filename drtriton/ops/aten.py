@@ -201,7 +201,6 @@ def _sdpa(node, values):
     return "scaled_dot_product_attention", {"is_causal": bool(a["is_causal"])}
 
 
-
 def _recurrent(name: str):
     """aten.lstm/gru/rnn_tanh/rnn_relu.input (input, hx, params, has_biases, num_layers, dropout,
     train, bidirectional, batch_first): the whole layer, when its parameters are the plain ones
@@ -218,6 +217,7 @@ def _recurrent(name: str):
         return name, {"hidden_size": hidden, "num_layers": layers, "bidirectional": directions == 2,
                       "batch_first": bool(a["batch_first"]), "bias": bool(a["has_biases"])}
     return match
+
 
 # -- convolution and pooling ------------------------------------------------------------------
 

@@ -64,7 +64,7 @@ class Program:
         self.rewrites = list(rewrites or [])  # algebraic rewrites applied to the captured graph
         self.values: dict[str, Value] = graph.values
         self.nodes = live_nodes([n for n in graph.nodes if not n.mutates], graph.outputs)
-        live = {n.name for n in self.nodes} | {n.name for n in graph.nodes if n.mutates}
+        live = {n.name for n in self.nodes}
         self.users = {v: [u for u in us if u.name in live] for v, us in graph.users().items()}
         self.producer = graph.producer()
         self._names: dict[str, str] = {}

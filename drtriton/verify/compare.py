@@ -176,7 +176,7 @@ def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor
 def conditioning(exact: torch.Tensor, moved: list[torch.Tensor]) -> torch.Tensor | None:
     """Per element, the most the float64 result moved over runs on inputs perturbed by a few fp32
     ulps (`moved`); None when a run gave another shape."""
-    if any(tuple(m.shape) != tuple(exact.shape) for m in moved) or not moved:
+    if not moved or any(tuple(m.shape) != tuple(exact.shape) for m in moved):
         return None
     spread = torch.zeros_like(exact, dtype=torch.float64)
     for m in moved:

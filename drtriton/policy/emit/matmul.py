@@ -29,7 +29,7 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 
 
 def _operands(program: Program, frag: Fragment):
-    """(a, b, bias, a_shape, b_shape, b_transposed) of the anchor, normalised to a batched
+    """(a, b, bias, b_transposed) of the anchor, normalised to a batched
     product out[z] = a[z] @ b[z] (+ bias), with broadcast batch dims folded by strides."""
     node = frag.anchor
     ins = program.inputs_of(node)
@@ -69,7 +69,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("batch dims that do not broadcast")
     if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
         raise Unsupported("non-fp32 matmul")
-    batched_b = len(sb) >= 3
     # the epilogue runs on the (..., M, N) output; rows of a fold their leading dims into M
     epi = PointwiseBlock(program, frag.epilogue, so, known={out}, reserved={"a_ptr", "b_ptr", "bias_ptr"})
     stores = stored_values(program, frag, so)
@@ -132,7 +131,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                   "_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
                   "_saz0, _saz1 = _batch_strides(_a, 2)", f"_sbz0, _sbz1 = _batch_strides({eb}, 2)",
                   "_sam, _sak = _a.stride()[-2:]", f"{b_strides} = {eb}.stride()[-2:]"]
-    elif batched_b and vec_a:  # (K,) @ (Z, K, N): the one row is read for every z
+    elif vec_a and len(sb) >= 3:  # (K,) @ (Z, K, N): the one row is read for every z
         lines += [f"_a = {ea}", "_Z = _Z1 = " + f"{eb}.shape[0]", "_M, _K = 1, _a.shape[0]", f"_N = {eb}.shape[-1]",
                   "_saz1, _sam, _sak = 0, 0, _a.stride(0)", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     else:  # (..., M, K) @ (K, N): the leading dims of a fold into M

@@ -227,6 +227,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                 f"{d} * _H, {hy}[{k}], {cy + f'[{k}]' if cy else '_hbuf'}, _hbuf, _sync, _T, _B, _H, GATES={gates}, "
                 f"REVERSE={d == 1}, HAS_BIAS={a['bias']})",
             ]
-        lines.append("_seq = _out")
+        if not last:  # the next layer reads this one's output
+            lines.append("_seq = _out")
     lines.append(f"{out} = _out.transpose(0, 1)" if a["batch_first"] else f"{out} = _out")
     return Emitted([_projection_kernel(proj, prec, device), _recurrence_kernel(rec, op, prec, device)], lines)
