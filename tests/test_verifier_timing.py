@@ -165,3 +165,31 @@ def test_launch_records_keep_no_tensors_and_copy_a_grid_list():
     grid[0] = 99
     assert not any(isinstance(v, torch.Tensor) for part in record[1:] for v in (part or ()))
     assert launch_signatures([record]) == ["k[3,1](7,False,BLOCK=64)"]
+
+
+def test_every_timed_function_ends_after_a_device_wide_synchronize(monkeypatch):
+    """The end event follows a synchronize of the whole device for each function alike: side-stream
+    work counts, and eager pays the same wake-up as the candidate (whose call no longer syncs)."""
+    from drtriton.verify.worker import timing
+
+    log = []
+
+    class FakeEvent:
+        def __init__(self, **_):
+            pass
+
+    class FakeFlush:
+        def zero_(self):
+            log.append("flush")
+
+    monkeypatch.setattr(timing, "_synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(timing, "_record", lambda ev: log.append("record"))
+    monkeypatch.setattr(timing, "_Event", FakeEvent)
+    monkeypatch.setattr(timing, "_elapsed", lambda a, b: 1.0)
+    monkeypatch.setattr(timing.torch, "empty", lambda *a, **k: FakeFlush())
+    fns = {name: (lambda inputs, name=name: log.append(name)) for name in ("candidate", "eager")}
+    timing.time_interleaved(fns, lambda name, i: [], trials=2, warmup=0)
+    calls = [i for i, entry in enumerate(log) if entry in fns]
+    assert len(calls) == 4
+    for i in calls:  # start, the call, then sync before the end event, then sync to read it
+        assert log[i - 1 : i + 4] == ["record", log[i], "sync", "record", "sync"]

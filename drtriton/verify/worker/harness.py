@@ -585,8 +585,10 @@ class CandidateHarness:
         with self._armed():
             return parallel_compile.compile_ahead(build, inputs)
 
-    def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None):
-        """The output and the call's raw launches (`launch_signatures` names them)."""
+    def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None, sync: bool = True):
+        """The output and the call's raw launches (`launch_signatures` names them). `sync`
+        waits for the device inside, so an asynchronous fault is the candidate's; timed calls
+        skip it (the timer synchronizes the device after every timed function, eager's too)."""
         self.recorder.begin_call()
         try:
             with torch.no_grad(), self._armed():
@@ -595,7 +597,8 @@ class CandidateHarness:
                 else:
                     with accountant:
                         out = self.candidate(*inputs)
-                _sync(self.device)
+                if sync:
+                    _sync(self.device)
         except Exception as e:
             raise self._candidate_error(e)
         finally:
@@ -686,7 +689,8 @@ class CandidateHarness:
         pending = []  # raw launches of calls not yet compared: named outside the timed region
 
         def run_candidate(inputs):
-            out, launches = self._call_candidate(inputs, None)
+            # no synchronize of its own: the timer synchronizes after every function it times
+            out, launches = self._call_candidate(inputs, None, sync=False)
             pending.append(launches)
             return out
 
@@ -728,7 +732,12 @@ class CandidateHarness:
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
-        raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        try:
+            raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        except Exception as e:  # a fault the candidate left surfaces at the timer's synchronize
+            if _is_cuda_fault(e):
+                raise self._candidate_error(e) from None
+            raise
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
         kernels = {name: ms / PROFILED_CALLS  # device time per call
@@ -846,7 +855,12 @@ class CandidateHarness:
             fns["compiled"] = call(self.compiled_graph)
         elif req.get("compile", True):
             note = self.compile_graph_note or "torch.compile(mode='reduce-overhead') not prepared"
-        raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        try:
+            raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        except Exception as e:  # a fault the candidate left surfaces at the timer's synchronize
+            if _is_cuda_fault(e):
+                raise self._candidate_error(e) from None
+            raise
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()) + " (in a replay)")
         return {"ok": True, "note": note, "checks": self._share_checks(checks),

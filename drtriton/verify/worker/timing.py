@@ -1,8 +1,8 @@
 """GPU timing inside the candidate worker: candidate, eager and torch.compile, interleaved.
 
-CUDA events around each call, a device-wide synchronize before reading them (so work on any
-stream counts), an L2 flush before every call, inputs the caller makes for every call, the host
-clock as a cross-check. The event methods are captured before candidate code is imported, so
+CUDA events around each call, the end event recorded after a device-wide synchronize (so work on
+any stream counts, and every function timed pays the same), an L2 flush before every call, inputs
+the caller makes for every call, the host clock as a cross-check. The event methods are captured before candidate code is imported, so
 patching them later changes nothing here (and is reported by PatchDetector).
 """
 
@@ -54,6 +54,9 @@ def time_interleaved(
             w0 = _perf_counter()
             _record(start)
             out = fns[name](inputs)
+            # every function's timed region ends after a device-wide synchronize, so work left on
+            # a side stream counts, and each pays the same wake-up (eager as much as a candidate)
+            _synchronize()
             _record(end)
             _synchronize()
             w1 = _perf_counter()
