@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import io
 import keyword
 import re
@@ -18,6 +19,7 @@ import tokenize
 
 from ..problem import Problem, defined_names, extract_standalone
 from .emit import bound_tuning
+from .emit.matmul import aligned_rows, split_k
 
 HEADER = """import math
 import operator
@@ -42,6 +44,9 @@ HOST_HELPERS = {
     "_batch_strides": "def _batch_strides(t, n):\n    lead = t.dim() - 2\n"
                       "    return [t.stride(d) if d >= 0 and t.shape[d] > 1 else 0 for d in range(lead - n, lead)]",
 }
+# the matrix product's host decisions, defined (and tested) once in its emitter
+for _fn in (split_k, aligned_rows):
+    HOST_HELPERS["_" + _fn.__name__] = re.sub(r"^def \w+", f"def _{_fn.__name__}", inspect.getsource(_fn)).strip()
 
 
 class _Rename(ast.NodeTransformer):

@@ -1,0 +1,83 @@
+"""The matrix product's shapes that square tiles serve badly, on CPU under the Triton interpreter:
+a narrow side (tiles 16 wide), few output tiles over a long K (split-K: partial tiles, then a
+finishing kernel with the bias and the epilogue), rows whose stride is not a multiple of 16
+(copied into aligned rows)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from drtriton.policy.emit.matmul import NARROW_N, aligned_rows, split_k  # noqa: E402
+from test_policy_pool_scan_loss import check, first_candidate, source  # noqa: E402
+
+
+def test_split_k_fills_the_sms_only_when_the_tiles_cannot():
+    assert split_k(4096, 4096, 8192, 1, 132) == (1, 8192)  # 4096 tiles: no split
+    assert split_k(256, 256, 2048, 1, 132) == (1, 2048)  # K too short to be worth it
+    assert split_k(64, 64, 100_000, 1, 1) == (1, 100_000)  # one SM (a CPU): never
+    for m, n, k, z in [(256, 256, 524_288, 1), (2048, 1, 1_048_576, 1), (3, 20, 8192, 1), (16, 24, 4500, 2)]:
+        s, kc = split_k(m, n, k, z, 132)
+        assert s > 1 and kc % 128 == 0 and (s - 1) * kc < k <= s * kc, (m, n, k, s, kc)
+        tiles = -(-m // 64) * -(-n // 64) * z
+        assert tiles * s <= 2 * 132 + tiles  # about two programs an SM, no more
+        assert kc >= 2048 or s == -(-k // kc)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_rows_not_16_apart_are_copied_into_aligned_rows(transposed):
+    t = torch.randn(37, 2949)
+    t = t.t() if transposed else t  # column-major: the contiguous dim is the first
+    got = aligned_rows(t)
+    assert torch.equal(got, t) and got.shape == t.shape
+    contiguous = 0 if transposed else 1
+    assert got.stride(contiguous) == 1 and got.stride(1 - contiguous) % 16 == 0
+    aligned = torch.randn(37, 2944)
+    assert aligned_rows(aligned) is aligned and aligned_rows(aligned.t()) is not None
+
+
+def _run(cand, problem, sms: int):
+    """The candidate's module called in this process with `_sm_count` answering `sms`."""
+    ns: dict = {}
+    exec(cand.source, ns)
+    ns["_sm_count"] = lambda device: sms
+    ref_ns: dict = {}
+    exec(problem.source, ref_ns)
+    torch.manual_seed(0)
+    inputs = ref_ns["get_inputs"]()
+    launched = []
+    finish = next((v for k, v in ns.items() if k.endswith("_finish")), None)
+    if finish is not None:  # count the finishing kernel's launches
+        original = finish.run
+        finish.run = lambda *a, **k: (launched.append(1), original(*a, **k))[1]
+    return ref_ns["Model"]()(*inputs), ns["ModelNew"]()(*inputs), len(launched)
+
+
+@pytest.mark.parametrize("expr,inputs,args", [
+    ("torch.relu(F.linear(x, w, b)) * 2", "torch.randn(3, 8192), torch.randn(20, 8192), torch.randn(20)", "x, w, b"),
+    ("torch.matmul(x, y)", "torch.randn(40, 5000), torch.randn(5000)", "x, y"),  # matrix-vector
+    ("torch.bmm(x, y) + 1", "torch.randn(2, 16, 4500), torch.randn(2, 4500, 24)", "x, y"),
+])
+def test_few_output_tiles_over_a_long_k_split_it_and_finish_with_the_epilogue(cpu_verifier, expr, inputs, args):
+    src = source(expr, inputs, args=args)
+    cand = check(cpu_verifier, src, ["Triton"])  # the verifier's run: one SM, no split
+    assert "_split_k(" in cand.source and "_finish" in cand.source
+    problem, _ = first_candidate(src)
+    ref, got, finishes = _run(cand, problem, sms=132)  # a GPU's SM count: split
+    assert finishes == 1
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-3)
+    ref, got, finishes = _run(cand, problem, sms=1)
+    assert finishes == 0
+    torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_a_narrow_product_gets_narrow_tiles_and_a_large_one_aligned_rows():
+    _, gemv = first_candidate(source("torch.matmul(x, y)", "torch.randn(64, 300), torch.randn(300, 1)", args="x, y"))
+    assert f'"BN": {NARROW_N[0]["BN"]}' in gemv.source and "_aligned_rows" not in gemv.source
+    # a product of 2**33 multiply-adds captured on the meta device (never run here)
+    _, large = first_candidate(source("torch.matmul(x, y)", "torch.randn(2048, 2049), torch.randn(2049, 2048)",
+                                      args="x, y"))
+    assert "_aligned_rows(_a), _aligned_rows(_b)" in large.source and '"BN": 16' not in large.source
+    assert "_split_k" not in large.source  # 1024 output tiles fill the GPU
