@@ -1,5 +1,5 @@
 """Merge the outputs of several `drtriton bench --out DIR` runs (a benchmark split into chunks
-that each fit one GPU call) into one report.
+that each fit one GPU call, or shards that shared `--claims`) into one report.
 
     python benchmarks/merge_bench.py --out docs/results/kb-level2-mixed --title "..." DIR1 DIR2 ...
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from drtriton.bench import BenchEntry, summarize, write_report  # noqa: E402
+from drtriton.bench import merge_runs, summarize, write_report  # noqa: E402
 
 
 def main() -> None:
@@ -22,14 +22,7 @@ def main() -> None:
     ap.add_argument("--title", default="drtriton bench (merged)")
     ap.add_argument("dirs", nargs="+", type=Path)
     args = ap.parse_args()
-    entries, seen = [], set()
-    for d in args.dirs:
-        for line in (d / "verdicts.jsonl").read_text().splitlines():
-            row = json.loads(line)
-            if row["problem"] in seen:
-                continue  # a problem run twice (a retried chunk): keep the first
-            seen.add(row["problem"])
-            entries.append(BenchEntry.from_dict(row))
+    entries = merge_runs(args.dirs)
     entries.sort(key=lambda e: (e.problem.origin, int(e.problem.name.split("_")[0]) if e.problem.name[0].isdigit() else 0))
     summary = summarize(entries)
     write_report(entries, summary, args.out, args.title)

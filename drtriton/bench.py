@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -78,12 +81,48 @@ def find_candidate(folder: Path, problem: Problem) -> Path | None:
     return None
 
 
+class Claims:
+    """Problems shared by several bench processes (one per GPU of a node, or array jobs on a
+    shared filesystem): each problem is run by the process that first creates its claim file, an
+    atomic exclusive create. No scheduler: a process that starts later takes what is left."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def take(self, index: int, problem: Problem) -> bool:
+        # the index and the name: shards given different problem lists claim different files
+        path = self.folder / f"{index:06d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', problem.name)}.claim"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+        return True
+
+
+def merge_runs(folders: list[Path]) -> list[BenchEntry]:
+    """The entries of several `bench --out` folders (shards, or chunks of one benchmark), each
+    problem once (the first folder's, where one was run twice)."""
+    entries, seen = [], set()
+    for folder in folders:
+        path = Path(folder) / "verdicts.jsonl"
+        for line in path.read_text().splitlines() if path.is_file() else []:
+            row = json.loads(line)
+            if row["problem"] not in seen:
+                seen.add(row["problem"])
+                entries.append(BenchEntry.from_dict(row))
+    return entries
+
+
 def run_bench(
     problems: list[Problem],
     candidates: Path,
     verifier: Verifier | list[Verifier],
     progress: Callable[[int, int, BenchEntry], None] | None = None,
     mode: str | None = None,
+    claims: Claims | None = None,
 ) -> list[BenchEntry]:
     """Verify each problem's candidate file. Mode "auto": strict, and mixed for a candidate
     strict mode refused only because PyTorch computes in its forward. Several verifiers (one per
@@ -99,7 +138,7 @@ def run_bench(
             verdict = verifier.verify(problem, source, mode="mixed")
         return BenchEntry(problem, path, verdict)
 
-    return _parallel(problems, one, verifier, progress)
+    return _parallel(problems, one, verifier, progress, claims)
 
 
 def run_search_bench(
@@ -109,10 +148,12 @@ def run_search_bench(
     out: Path,
     progress: Callable[[int, int, BenchEntry], None] | None = None,
     policies: list | None = None,
+    claims: Claims | None = None,
 ) -> list[BenchEntry]:
     """Convert every problem with the test-time search; the winning modules land in
     `out/candidates/`, so a later `--candidates` run can re-verify them. Several verifiers (one
-    per GPU): each problem's search runs on one of them."""
+    per GPU): each problem's search runs on one of them. With `claims`, only the problems this
+    process claims first."""
     from .search import Search
 
     folder = out / "candidates"
@@ -131,12 +172,12 @@ def run_search_bench(
         verdict = r.verdict or next((a.verdict for a in reversed(r.attempts) if a.fragment == "whole module"), None)
         return BenchEntry(problem, path, verdict, round(r.seconds, 2), r.plan, r.reason)
 
-    return _parallel(problems, one, verifier, progress)
+    return _parallel(problems, one, verifier, progress, claims)
 
 
-def _parallel(problems, one, verifiers, progress) -> list[BenchEntry]:
-    """`one(problem, verifier)` for every problem, as many at once as the verifiers have workers,
-    each problem on a free verifier."""
+def _parallel(problems, one, verifiers, progress, claims: Claims | None = None) -> list[BenchEntry]:
+    """`one(problem, verifier)` for every problem (every one `claims` gives this process), as many
+    at once as the verifiers have workers, each problem on a free verifier."""
     verifiers = verifiers if isinstance(verifiers, list) else [verifiers]
     slots = VerifierSlots(verifiers, verifiers[0].config.workers)
     entries: list[BenchEntry | None] = [None] * len(problems)
@@ -145,6 +186,8 @@ def _parallel(problems, one, verifiers, progress) -> list[BenchEntry]:
 
     def run(i: int) -> None:
         nonlocal done
+        if claims is not None and not claims.take(i, problems[i]):
+            return  # another process runs it
         try:
             with slots.lend() as verifier:
                 entry = one(problems[i], verifier)
@@ -158,7 +201,7 @@ def _parallel(problems, one, verifiers, progress) -> list[BenchEntry]:
 
     with ThreadPoolExecutor(max_workers=slots.size) as pool:
         list(pool.map(run, range(len(problems))))
-    return entries  # type: ignore[return-value]
+    return [e for e in entries if e is not None]
 
 
 def _geomean(values: list[float]) -> float | None:

@@ -165,7 +165,7 @@ def _id_set(text: str) -> set[int]:
 
 
 def cmd_bench(args) -> int:
-    from .bench import run_bench, run_search_bench, summarize, write_report
+    from .bench import Claims, run_bench, run_search_bench, summarize, write_report
 
     try:
         problems = load_problems(args.problems)
@@ -191,6 +191,7 @@ def cmd_bench(args) -> int:
         raise UsageError(f"--candidates {candidates}: not a folder")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    claims = Claims(Path(args.claims)) if args.claims else None  # shards of one set: see --claims
     # Each verdict is appended as it comes, so a run cut off part-way keeps what it finished
     # (the final report rewrites the file in problem order).
     started = time.monotonic()
@@ -208,13 +209,13 @@ def cmd_bench(args) -> int:
             partial.flush()
 
         if candidates is not None:
-            entries = run_bench(problems, candidates, verifiers, progress, mode=args.mode)
+            entries = run_bench(problems, candidates, verifiers, progress, mode=args.mode, claims=claims)
             what = f"candidates in {candidates}"
         else:
             from .search import SearchConfig
 
             config = SearchConfig(mode=args.mode, budget_s=args.budget, builtin=not args.no_builtin)
-            entries = run_search_bench(problems, verifiers, config, out, progress, policies)
+            entries = run_search_bench(problems, verifiers, config, out, progress, policies, claims=claims)
             what = f"{args.policy} policy with search, budget {args.budget:g} s"
     bar.close()
     summary = summarize(entries)
@@ -477,6 +478,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ids", help="only these problem ids: numbers and ranges, e.g. 1-30,45")
     p.add_argument("--limit", type=int, help="only the first N problems")
     _gpus_arg(p, "problems")
+    p.add_argument("--claims", metavar="DIR",
+                   help="share the problems with other bench processes given the same DIR: each runs the "
+                        "problems it claims first (array jobs on a shared filesystem; merge their --out "
+                        "folders with benchmarks/merge_bench.py)")
     _device_args(p, search=True)
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("serve-model", help="serve a local checkpoint over an OpenAI-compatible API")

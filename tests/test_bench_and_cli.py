@@ -281,3 +281,54 @@ def test_gpus_option_names_visible_gpus_or_says_which_are(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     with pytest.raises(ValueError, match="no CUDA device"):
         choose_gpus("all")
+
+
+def test_processes_sharing_claims_run_each_problem_once(tmp_path):
+    from drtriton.bench import Claims
+
+    problems = [from_source(RELU, name=f"p{i}") for i in range(10)]
+    for p in problems:
+        (tmp_path / f"{p.name}.py").write_text("candidate")
+    claims = Claims(tmp_path / "claims")
+    shards = [_FakeVerifier("a", 2), _FakeVerifier("b", 2)]
+    import threading
+
+    results = {}
+    threads = [threading.Thread(target=lambda v=v: results.setdefault(v.name, run_bench(problems, tmp_path, v,
+                                                                                       claims=claims)))
+               for v in shards]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    names = [e.problem.name for entries in results.values() for e in entries]
+    assert sorted(names) == sorted(p.name for p in problems)  # every problem, once, by one shard
+    assert len(list((tmp_path / "claims").iterdir())) == 10
+    assert not run_bench(problems, tmp_path, _FakeVerifier("late", 2), claims=claims)  # nothing left
+
+
+def test_bench_shards_sharing_claims_run_each_problem_once_and_merge(tmp_path):
+    """The cluster path on one node: two `drtriton bench --claims` processes (array jobs would be
+    the same command) split a set between them; merge_bench.py makes one report of their folders."""
+    problems, candidates = tmp_path / "problems", tmp_path / "candidates"
+    problems.mkdir()
+    candidates.mkdir()
+    for name, ref, cand in (("relu", RELU, RELU_OK), ("row_sum", ROW_SUM, ROW_SUM_OK), ("softmax", SOFTMAX, None)):
+        (problems / f"{name}.py").write_text(ref)
+        if cand:
+            (candidates / f"{name}.py").write_text(cand)
+    shards = [subprocess.Popen([sys.executable, "-m", "drtriton.cli", "bench", str(problems), "--candidates",
+                                str(candidates), "--claims", str(tmp_path / "claims"), "--out", str(tmp_path / f"job{i}"),
+                                "--device", "cpu", "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True) for i in range(2)]
+    for p in shards:
+        p.communicate(timeout=600)
+        assert p.returncode in (0, 1)  # 1: a shard that got no correct candidate
+    ran = [json.loads(line)["problem"] for i in range(2)
+           for line in (tmp_path / f"job{i}" / "verdicts.jsonl").read_text().splitlines()]
+    assert sorted(ran) == ["relu", "row_sum", "softmax"]  # each problem by exactly one shard
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "merge_bench.py"), "--out", str(tmp_path / "merged"),
+                        str(tmp_path / "job0"), str(tmp_path / "job1")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert summary["problems"] == 3 and summary["correct"] == 2
