@@ -444,7 +444,8 @@ def store_lowerings() -> dict:
     - `masked_scatter`: the source position of each masked element from a cumsum of the mask,
       read with advanced indexing, chosen with `where` (Inductor's two-step algorithm).
     - `bilinear` (nn.Bilinear): a matrix product of x2 with the weight as (out x in1, in2), then
-      the product with x1 summed over in1 (no (out, in1, in2)-sized intermediate per sample)."""
+      the product with x1 summed over in1 (no (out, in1, in2)-sized intermediate per sample).
+    - `addbmm`: the batched product summed over the batch, scaled, plus beta * self."""
     import torch
 
     aten = torch.ops.aten
@@ -534,6 +535,14 @@ def store_lowerings() -> dict:
         y = (t.reshape(*input2.shape[:-1], out_f, in1) * input1.unsqueeze(-2)).sum(-1)
         return y + bias if bias is not None else y
 
+    def addbmm(self, batch1, batch2, beta=1, alpha=1):
+        # beta * self + alpha * the batch's products summed; beta 0 ignores self (nan included)
+        prod = aten.sum.dim_IntList(aten.bmm.default(batch1, batch2), [0])
+        prod = prod * alpha if alpha != 1 else prod
+        if beta == 0:
+            return prod
+        return (self * beta if beta != 1 else self) + prod
+
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
         # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
@@ -544,7 +553,8 @@ def store_lowerings() -> dict:
     return {aten._embedding_bag.default: embedding_bag, aten.index_reduce.default: index_reduce,
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
-            aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear}
+            aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear,
+            aten.addbmm.default: addbmm}
 
 
 def _covered(g: Graph) -> Counter:

@@ -13,7 +13,10 @@ the Triton interpreter. Each case failed before its fix:
   dtype, broadcast to its shape and cloned;
 - remainder / fmod of an integer tensor by a number (index arithmetic): the number was written as a
   float literal, so the matcher refused integer results;
-- lgamma, digamma, erfinv, ndtri, erfcx, i0/i0e/i1/i1e: new vocabulary records (pure tl.* expressions).
+- lgamma, digamma, erfinv, ndtri, erfcx, i0/i0e/i1/i1e: new vocabulary records (pure tl.* expressions);
+  later Bessel J0/J1/Y0/Y1 (evaluated in float64), K0/K1 scaled or not, spherical j0, and angle;
+- pow with a number as the base (logspace, `2.0 ** x`): pow_tensor with the number in the base's place;
+- addbmm: lowered to bmm, a sum over the batch and the scaled add.
 """
 
 from __future__ import annotations
@@ -50,6 +53,13 @@ CASES = [
     ("torch.lgamma(x) + torch.digamma(x)", "torch.randn(4, 50) * 4", "lgamma"),
     ("torch.special.ndtri(torch.sigmoid(x)) * torch.erfinv(torch.tanh(x) * 0.9)", "torch.randn(3, 60) * 3", "ndtri"),
     ("torch.special.i0e(x) + torch.special.i1(x) * torch.special.erfcx(x)", "torch.randn(3, 40) * 6", "i0e"),
+    ("torch.special.bessel_j0(x) + torch.special.bessel_y1(x.abs() + 0.01) * torch.special.bessel_j1(x)",
+     "torch.randn(3, 40) * 6", "bessel_y1"),
+    ("torch.special.modified_bessel_k0(x.abs()) + torch.special.scaled_modified_bessel_k1(x.abs() + 1)",
+     "torch.randn(3, 40) * 3", "modified_bessel_k0"),
+    ("torch.special.spherical_bessel_j0(x) - torch.angle(x)", "torch.randn(3, 40) * 4", "angle"),
+    ("torch.pow(2.5, x) + torch.logspace(0, 2, x.shape[-1], base=10.0)", "torch.randn(3, 9)", "pow_tensor"),
+    ("torch.addbmm(x[0], x, x.transpose(1, 2), beta=0.5, alpha=2.0)", "torch.randn(3, 5, 5)", "bmm"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

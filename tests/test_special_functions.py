@@ -1,5 +1,5 @@
 """The special functions written in tl.* arithmetic (lgamma, digamma, erfinv, ndtri, erfcx, the
-modified Bessel functions I0 and I1, scaled or not) at their
+modified Bessel functions I0, I1, K0, K1, scaled or not, Bessel J0, J1, Y0, Y1, spherical j0) at their
 special values and far tails, against PyTorch in float64, under the Triton interpreter (the
 elementwise check covers their ordinary ranges)."""
 
@@ -24,10 +24,19 @@ CASES = {
     "i0e": [0.0, 1e-3, 1.0, -3.7, 3.8, 20.0, -500.0, 1e4],
     "i1": [0.0, 1e-3, -1.0, 3.7, -3.8, 20.0, 50.0],
     "i1e": [0.0, 1e-3, -1.0, 3.7, -3.8, 20.0, -500.0, 1e4],
+    # J and Y: zeros, both sides of the switch to the asymptotic form at 8, far out, and below 0
+    **{f"bessel_{k}": [0.0, -0.0, 1e-3, 2.404825, 3.831706, 7.999, 8.0, 8.001, 40.0, 1e3, INF, -5.0, -9.0]
+       for k in ("j0", "j1", "y0", "y1")},
+    **{f"{s}modified_bessel_{k}": [0.0, 1e-4, 1.999, 2.0, 2.001, 10.0, 80.0, INF, -1.0]
+       for s in ("", "scaled_") for k in ("k0", "k1")},
+    "spherical_bessel_j0": [0.0, 1e-4, -0.499, 0.5, 3.14159, -20.0, INF, -INF],
 }
 TORCH = {"lgamma": torch.lgamma, "digamma": torch.digamma, "erfinv": torch.erfinv, "ndtri": torch.special.ndtri,
          "erfcx": torch.special.erfcx, "i0": torch.special.i0, "i0e": torch.special.i0e, "i1": torch.special.i1,
-         "i1e": torch.special.i1e}
+         "i1e": torch.special.i1e,
+         **{name: getattr(torch.special, name) for name in (
+             "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
+             "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")}}
 
 
 def _kernel(name, tmp_path):

@@ -58,7 +58,10 @@ _UNARY = {
     "aten.special_erfcx.default": "erfcx", "aten.i0.default": "i0", "aten.special_i0e.default": "i0e",
     "aten.special_i1.default": "i1", "aten.special_i1e.default": "i1e",
     "aten.special_modified_bessel_i0.default": "i0", "aten.special_modified_bessel_i1.default": "i1",
-    "aten.sgn.default": "sign",
+    "aten.sgn.default": "sign", "aten.angle.default": "angle",
+    **{f"aten.special_{name}.default": name for name in (
+        "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0", "modified_bessel_k1",
+        "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0")},
 }
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
            "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
@@ -106,6 +109,15 @@ def _clamp(node, values):
     lo = float("-inf") if a["min"] is None else float(a["min"])
     hi = float("inf") if a["max"] is None else float(a["max"])
     return "clamp", {"min": lo, "max": hi}
+
+
+def _pow_scalar_base(node, values):
+    """pow.Scalar (a number b to a tensor's power) is pow_tensor with b in the base's place, for
+    b > 0 (exp(x ln b)); PyTorch keeps the rest."""
+    base = _args(node, ["input", "exponent"])["input"]
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 0:
+        return None
+    return "pow_tensor", {}
 
 
 def _pow(node, values):
@@ -636,7 +648,7 @@ def _prims_pow(node, values):
     a = _args(node, ["input", "exponent"])
     if _is_tensor(a["input"]) and _is_tensor(a["exponent"]):
         return "pow_tensor", {}
-    return _pow(node, values) if _is_tensor(a["input"]) else None
+    return _pow(node, values) if _is_tensor(a["input"]) else _pow_scalar_base(node, values)
 
 
 def _prims_reduce(name: str):
@@ -662,6 +674,8 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
     "prims.erf_inv.default": _unary("erfinv"), "prims.erfcx.default": _unary("erfcx"),
     "prims.bessel_i0.default": _unary("i0"), "prims.bessel_i0e.default": _unary("i0e"),
     "prims.bessel_i1.default": _unary("i1"), "prims.bessel_i1e.default": _unary("i1e"),
+    "prims.bessel_j0.default": _unary("bessel_j0"), "prims.bessel_j1.default": _unary("bessel_j1"),
+    "prims.spherical_bessel_j0.default": _unary("spherical_bessel_j0"),
     **{f"prims.{n}.default": _both_tensors(v) for n, v in (
         ("atan2", "atan2"), ("hypot", "hypot"), ("fmax", "fmax"),
         ("fmin", "fmin"), ("maximum", "maximum"), ("minimum", "minimum"))},
@@ -711,7 +725,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.softplus.default": _softplus,
     "aten.hardtanh.default": _hardtanh,
     "aten.clamp.default": _clamp,
-    "aten.pow.Tensor_Scalar": _pow,
+    "aten.pow.Tensor_Scalar": _pow, "aten.pow.Scalar": _pow_scalar_base,
     "aten.add.Tensor": _arith("add", "add_scalar"),
     "aten.sub.Tensor": _arith("sub", "add_scalar", sign=-1.0),
     "aten.mul.Tensor": _arith("mul", "mul_scalar"),

@@ -121,6 +121,106 @@ def bessel_i(e: str, order: int, scaled: bool) -> str:
     return value if order == 0 else f"tl.where({e} < 0.0, -{value}, {value})"
 
 
+# Bessel functions of the first and second kinds, J and Y of orders 0 and 1 (Numerical Recipes'
+# bessj0/bessj1/bessy0/bessy1: a rational function of x^2 below 8, the Hankel asymptotic form
+# sqrt(2 / (pi x)) (cos(x - phase) P - (8 / x) sin(x - phase) Q) above; absolute error about 1e-8)
+_J_SMALL = {0: ((57568490574.0, -13362590354.0, 651619640.7, -11214424.18, 77392.33017, -184.9052456),
+                (57568490411.0, 1029532985.0, 9494680.718, 59272.64853, 267.8532712, 1.0)),
+            1: ((72362614232.0, -7895059235.0, 242396853.1, -2972611.439, 15704.48260, -30.16036606),
+                (144725228442.0, 2300535178.0, 18583304.74, 99447.43394, 376.9991397, 1.0))}
+_Y_SMALL = {0: ((-2957821389.0, 7062834065.0, -512359803.6, 10879881.29, -86327.92757, 228.4622733),
+                (40076544269.0, 745249964.8, 7189466.438, 47447.26470, 226.1030244, 1.0)),
+            1: ((-0.4900604943e13, 0.1275274390e13, -0.5153438139e11, 0.7349264551e9, -0.4237922726e7,
+                 0.8511937935e4),
+                (0.2499580570e14, 0.4244419664e12, 0.3733650367e10, 0.2245904002e8, 0.1020426050e6,
+                 0.3549632885e3, 1.0))}
+_HANKEL = {0: ((1.0, -0.1098628627e-2, 0.2734510407e-4, -0.2073370639e-5, 0.2093887211e-6),
+               (-0.1562499995e-1, 0.1430488765e-3, -0.6911147651e-5, 0.7621095161e-6, -0.934935152e-7)),
+           1: ((1.0, 0.183105e-2, -0.3516396496e-4, 0.2457520174e-5, -0.240337019e-6),
+               (0.04687499995, -0.2002690873e-3, 0.8449199096e-5, -0.88228987e-6, 0.105787412e-6))}
+_PHASE = {0: 0.785398164, 1: 2.356194491}  # pi/4, 3 pi/4
+_TWO_OVER_PI = 0.636619772
+
+
+def _hankel(a: str, order: int, kind: str) -> str:
+    """The large-argument form at a > 0: J (cos P - z sin Q) or Y (sin P + z cos Q), z = 8 / a."""
+    z = f"(8.0 / {a})"
+    xx = f"({a} - {_PHASE[order]!r})"
+    p, q = (_poly(f"({z} * {z})", c) for c in _HANKEL[order])
+    waves = (f"tl.cos({xx}) * {p} - {z} * tl.sin({xx}) * {q}" if kind == "j" else
+             f"tl.sin({xx}) * {p} + {z} * tl.cos({xx}) * {q}")
+    return f"(tl.sqrt({_TWO_OVER_PI!r} / {a}) * ({waves}))"
+
+
+def _in_float64(e: str, value) -> str:
+    """value(e) evaluated in float64 and rounded back to e's dtype: the rational functions of J and
+    Y cancel to about 1e-6 in float32 near their zeros; in float64 only the fit's own 1e-8 is left."""
+    return f"({value(f'({e}).to(tl.float64)')}).to({e}.dtype)"
+
+
+def bessel_j(e: str, order: int) -> str:
+    """J0 or J1 of e (J1 is odd)."""
+    return _in_float64(e, lambda x: _bessel_j(x, order))
+
+
+def bessel_y(e: str, order: int) -> str:
+    """Y0 or Y1 of e: -inf at 0, nan below (the logarithm's)."""
+    return _in_float64(e, lambda x: _bessel_y(x, order))
+
+
+def _bessel_j(e: str, order: int) -> str:
+    y = f"({e} * {e})"
+    num, den = _J_SMALL[order]
+    small = f"({_poly(y, num)} / {_poly(y, den)})" + (f" * {e}" if order else "")
+    large = _hankel(f"tl.abs({e})", order, "j")
+    if order:
+        large = f"tl.where({e} < 0.0, -{large}, {large})"
+    return f"tl.where(tl.abs({e}) < 8.0, {small}, {large})"
+
+
+def _bessel_y(e: str, order: int) -> str:
+    y = f"({e} * {e})"
+    num, den = _Y_SMALL[order]
+    rational = f"({_poly(y, num)} / {_poly(y, den)})" + (f" * {e}" if order else "")
+    if order == 0:
+        small = f"{rational} + {_TWO_OVER_PI!r} * {_bessel_j(e, 0)} * tl.log({e})"
+    else:  # J1(0) log(0) is 0 * -inf: the limit -inf is written out
+        small = (f"tl.where({e} == 0.0, -1.0 / tl.abs({e} * 0.0), "
+                 f"{rational} + {_TWO_OVER_PI!r} * ({_bessel_j(e, 1)} * tl.log({e}) - 1.0 / {e}))")
+    return f"tl.where({e} < 8.0, {small}, {_hankel(e, order, 'y')})"
+
+
+# Modified Bessel functions of the second kind (Numerical Recipes' bessk0 / bessk1: -log(x/2) I(x)
+# plus a polynomial in x^2/4 up to 2, e^-x / sqrt(x) times a polynomial in 2/x above; relative
+# error under 2e-7)
+_K_SMALL = {0: (-0.57721566, 0.42278420, 0.23069756, 0.3488590e-1, 0.262698e-2, 0.10750e-3, 0.74e-5),
+            1: (1.0, 0.15443144, -0.67278579, -0.18156897, -0.1919402e-1, -0.110404e-2, -0.4686e-4)}
+_K_LARGE = {0: (1.25331414, -0.7832358e-1, 0.2189568e-1, -0.1062446e-1, 0.587872e-2, -0.251540e-2, 0.53208e-3),
+            1: (1.25331414, 0.23498619, -0.3655620e-1, 0.1504268e-1, -0.780353e-2, 0.325614e-2, -0.68245e-3)}
+
+
+def bessel_k(e: str, order: int, scaled: bool) -> str:
+    """K0 or K1 of e, times exp(e) when `scaled`: inf at 0, nan below 0."""
+    y = f"({e} * {e} * 0.25)"
+    if order == 0:
+        small = f"(-tl.log({e} * 0.5) * {bessel_i(e, 0, False)} + {_poly(y, _K_SMALL[0])})"
+    else:
+        small = f"(tl.log({e} * 0.5) * {bessel_i(e, 1, False)} + (1.0 / {e}) * {_poly(y, _K_SMALL[1])})"
+    if scaled:
+        small = f"({small} * tl.exp({e}))"
+    growth = f"(1.0 / tl.sqrt({e}))" if scaled else f"(tl.exp(-{e}) / tl.sqrt({e}))"
+    value = f"tl.where({e} <= 2.0, {small}, {growth} * {_poly(f'(2.0 / {e})', _K_LARGE[order])})"
+    return value if order == 0 else f"tl.where({e} == 0.0, 1.0 / tl.abs({e} * 0.0), {value})"  # I1(0) log(0): 0 * -inf
+
+
+def spherical_bessel_j0(e: str) -> str:
+    """sin(e) / e: its series below 0.5 (1 at 0), 0 at +-inf."""
+    y = f"({e} * {e})"
+    series = _poly(y, (1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880, -1 / 39916800))
+    return (f"tl.where(tl.abs({e}) < 0.5, {series}, "
+            f"tl.where(tl.abs({e}) > 3.0e38, 0.0, tl.sin({e}) / {e}))")
+
+
 def erfc(e: str) -> str:
     """1 - erf(e) to about 1e-7 relative everywhere (Numerical Recipes' erfcc: a rational
     Chebyshev fit times exp(-e^2) for e >= 0, reflected as 2 - erfc(-e)); 1 - erf itself near 0."""
@@ -441,6 +541,18 @@ MATH = (
           method=False, drawn=False),
     _math("i1e", bessel_i("{x}", 1, True), "exponentially scaled I1, exp(-|x|) I1(x)",
           torch_name="torch.special.i1e", method=False, drawn=False),
+    *(_math(f"bessel_{kind}{order}", (bessel_j if kind == "j" else bessel_y)("{x}", order),
+            f"Bessel function of the {'first' if kind == 'j' else 'second'} kind, order {order}"
+            + (" (x > 0)" if kind == "y" else ""), domain="positive" if kind == "y" else "real",
+            torch_name=f"torch.special.bessel_{kind}{order}", method=False, drawn=False)
+      for kind in "jy" for order in (0, 1)),
+    *(_math(f"{'scaled_' if scaled else ''}modified_bessel_k{order}", bessel_k("{x}", order, scaled),
+            f"{'exp(x) times the ' if scaled else ''}modified Bessel function K{order} (x > 0)", domain="positive",
+            torch_name=f"torch.special.{'scaled_' if scaled else ''}modified_bessel_k{order}", method=False,
+            drawn=False)
+      for scaled in (False, True) for order in (0, 1)),
+    _math("spherical_bessel_j0", spherical_bessel_j0("{x}"), "spherical Bessel function j0, sin(x) / x",
+          torch_name="torch.special.spherical_bessel_j0", method=False, drawn=False),
     _math("ndtri", ndtri("{x}"), "the standard normal quantile (0 < x < 1)", domain="probability",
           torch_name="torch.special.ndtri", method=False, drawn=False),
     # log(x + sqrt(x^2 - 1)) as log1p of (x - 1) + sqrt((x - 1)(x + 1)): accurate near 1. Its
@@ -453,6 +565,9 @@ MATH = (
     _math("round", _ROUND_HALF_EVEN, "round half to even", drawn=False),
     _math("frac", "{x} - " + trunc("{x}"), "x - trunc(x)", value_range=_fixed(-1.0, 1.0)),
     _math("sign", "tl.where({x} > 0.0, 1.0, tl.where({x} < 0.0, -1.0, 0.0))", "-1, 0 or 1", drawn=False),
+    # a real number's argument: pi below 0, else 0; nan stays nan
+    _math("angle", f"tl.where({{x}} < 0.0, {math.pi!r}, tl.where({{x}} == {{x}}, 0.0, {{x}}))",
+          "the argument of a real number: pi below 0, else 0", value_range=_fixed(0.0, math.pi), drawn=False),
 )
 
 BINARY = (

@@ -26,11 +26,31 @@ _POINTS = 97
 def _tl_shim():
     import numpy as np
 
+    array = _array_type()
     erf = np.vectorize(math.erf, otypes=[float])
     return SimpleNamespace(
-        exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, erf=erf, sin=np.sin, cos=np.cos,
-        floor=np.floor, ceil=np.ceil, maximum=np.maximum, minimum=np.minimum, where=np.where,
+        exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, sin=np.sin, cos=np.cos, floor=np.floor, ceil=np.ceil,
+        maximum=np.maximum, minimum=np.minimum, float32=np.float32, float64=np.float64,
+        # (these two return plain arrays: back to the type that takes `.to`)
+        erf=lambda x: np.asarray(erf(x)).view(array), where=lambda c, a, b: np.asarray(np.where(c, a, b)).view(array),
     )
+
+
+_ARRAY = None
+
+
+def _array_type():
+    """A NumPy array that also takes Triton's cast, `x.to(tl.float64)` (ufuncs keep the type)."""
+    global _ARRAY
+    if _ARRAY is None:
+        import numpy as np
+
+        class Array(np.ndarray):
+            def to(self, dtype):
+                return np.asarray(self).astype(dtype).view(Array)
+
+        _ARRAY = Array
+    return _ARRAY
 
 
 def _samples(lo: float, hi: float):
@@ -49,7 +69,7 @@ def evaluate(expr: str, *arrays, dtype: str = "float64"):
     import numpy as np
 
     names = ("x", "y")[: len(arrays)]
-    ns = {"tl": _tl_shim(), **{f"_{n}": np.asarray(a, dtype=dtype) for n, a in zip(names, arrays)}}
+    ns = {"tl": _tl_shim(), **{f"_{n}": np.asarray(a, dtype=dtype).view(_array_type()) for n, a in zip(names, arrays)}}
     code = expr.format(**{n: f"_{n}" for n in names})
     with np.errstate(all="ignore"):
         return np.asarray(eval(code, ns)).astype(dtype)  # noqa: S307 - our own templates
