@@ -1,7 +1,7 @@
 """The matrix product's shapes that square tiles serve badly, on CPU under the Triton interpreter:
-a narrow side (tiles 16 wide), few output tiles over a long K (split-K: partial tiles, then a
-finishing kernel with the bias and the epilogue), rows whose stride is not a multiple of 16
-(copied into aligned rows)."""
+a narrow side (tiles 16 wide), a side of one (FMAs instead of tl.dot), few output tiles over a
+long K (split-K: partial tiles, then a finishing kernel with the bias and the epilogue), rows
+whose stride is not a multiple of 16 (copied into aligned rows)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
 from drtriton.policy.emit.matmul import NARROW_N, aligned_rows, split_k  # noqa: E402
-from test_policy_pool_scan_loss import check, first_candidate, source  # noqa: E402
+from drtriton.policy.builtin import BuiltinPolicy  # noqa: E402
+from test_policy_pool_scan_loss import capture, check, first_candidate, source  # noqa: E402
 
 
 def test_split_k_fills_the_sms_only_when_the_tiles_cannot():
@@ -81,3 +82,31 @@ def test_a_narrow_product_gets_narrow_tiles_and_a_large_one_aligned_rows():
                                       args="x, y"))
     assert "_aligned_rows(_a), _aligned_rows(_b)" in large.source and '"BN": 16' not in large.source
     assert "_split_k" not in large.source  # 1024 output tiles fill the GPU
+
+
+@pytest.mark.parametrize("expr,inputs,args,fma", [
+    ("torch.matmul(x, y) * 3", "torch.randn(70, 300), torch.randn(300, 1)", "x, y", "n"),  # one column
+    ("torch.matmul(x, y)", "torch.randn(40, 5000), torch.randn(5000)", "x, y", "n"),  # a vector, split
+    ("torch.relu(F.linear(x, w, b))", "torch.randn(1, 8192), torch.randn(20, 8192), torch.randn(20)", "x, w, b",
+     "m"),  # a batch of one through a linear layer, split
+    ("torch.matmul(x, w)", "torch.randn(300), torch.randn(300, 33)", "x, w", "m"),
+])
+def test_a_side_of_one_has_an_fma_variant_that_verifies(cpu_verifier, expr, inputs, args, fma):
+    src = source(expr, inputs, args=args)
+    problem, graph, _ = capture(src)
+    cand = next(c for c in BuiltinPolicy("cpu").candidates(problem, graph, "strict")
+                if f"fma={fma}" in " ".join(c.plan))
+    assert "tl.dot" not in cand.source and "acc_k" in cand.source
+    verdict = cpu_verifier.verify(problem, cand.source, mode="strict")
+    assert verdict.correct, verdict.summary
+    if "_split_k(" in cand.source:  # the split path too, forced with a GPU's SM count
+        ref, got, finishes = _run(cand, problem, sms=132)
+        assert finishes == 1
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-3)
+
+
+def test_on_the_gpu_the_fma_variant_of_a_side_of_one_comes_first():
+    src = source("torch.matmul(x, y)", "torch.randn(64, 300), torch.randn(300, 1)", args="x, y")
+    problem, graph, _ = capture(src)
+    first = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+    assert "fma=n" in " ".join(first.plan)

@@ -162,8 +162,8 @@ class BuiltinPolicy:
         except Exception:  # a template that cannot size this fragment offers no variant
             configs = []
         triton = list(range(len(configs)))
-        if self.device == "cuda":
-            triton.sort(key=lambda v: configs[v].get("precision") != "tf32x3")
+        if self.device == "cuda":  # FMAs first where a side is one (bandwidth-bound), then tf32x3
+            triton.sort(key=lambda v: (not configs[v].get("fma"), configs[v].get("precision") != "tf32x3"))
         if mode != "mixed" or frag.kind not in LIBRARY_KINDS:
             return triton
         if self.device != "cuda":

@@ -23,6 +23,7 @@ Shapes the square tiles serve badly:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
@@ -53,8 +54,19 @@ NOMINAL_SMS = 132
 ALIGN_MIN_WORK = 2 ** 32
 
 
-def tiles(m, n) -> list[dict]:
+# The FMA variants: one output column (fma "n": BM rows times the vector) or one row (fma "m")
+FMA_N = [
+    {"BM": 64, "BN": 1, "BK": 128, "num_warps": 4, "num_stages": 3},
+    {"BM": 16, "BN": 1, "BK": 128, "num_warps": 4, "num_stages": 3},
+    {"BM": 128, "BN": 1, "BK": 64, "num_warps": 8, "num_stages": 3},
+]
+FMA_M = [{**t, "BM": 1, "BN": t["BM"]} for t in FMA_N]
+
+
+def tiles(m, n, fma: str | None = None) -> list[dict]:
     """The tile configurations for a product with m rows and n columns (captured sizes)."""
+    if fma:
+        return FMA_N if fma == "n" else FMA_M
     if isinstance(n, int) and n <= NARROW:
         return NARROW_N
     if isinstance(m, int) and m <= NARROW:
@@ -63,8 +75,17 @@ def tiles(m, n) -> list[dict]:
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
-    """Variants: the dot precision; the autotuner picks the tile on the GPU."""
-    return [{"precision": "ieee"}, {"precision": "tf32x3"}]
+    """Variants: the dot precision; for a product with one output column (a matrix-vector
+    product) or one row (a batch of one through a linear layer), also plain FMAs over the
+    operand that is read once (bandwidth, not tensor cores, bounds it). The autotuner picks the
+    tile on the GPU."""
+    variants = [{"precision": "ieee"}, {"precision": "tf32x3"}]
+    p = _product(program, frag)
+    if p.n == 1:
+        variants.append({"precision": "ieee", "fma": "n"})
+    elif p.m == 1:
+        variants.append({"precision": "ieee", "fma": "m"})
+    return variants
 
 
 def _operands(program: Program, frag: Fragment):
@@ -117,21 +138,58 @@ def aligned_rows(t):
     return padded
 
 
+def _k_loop(fma: str | None, prec: str, lo: str, hi: str) -> list[str]:
+    """The loop over K that leaves the (BM, BN) tile in `acc`: tl.dot, or for a side of one, the
+    products summed in a (BM, BK) or (BK, BN) accumulator and reduced once after the loop."""
+    a_tile = f"a = tl.load(a_rows + k[None, :] * stride_ak, mask=(rm[:, None] < M) & (k[None, :] < {hi}), other=0.0)"
+    b_tile = f"b = tl.load(b_cols + k[:, None] * stride_bk, mask=(k[:, None] < {hi}) & (rn[None, :] < N), other=0.0)"
+    if fma == "n":  # BN == 1: b's column as a (1, BK) row against a's (BM, BK) rows
+        return ["acc_k = tl.zeros((BM, BK), dtype=tl.float32)",
+                f"for k0 in range({lo}, {hi}, BK):", "    k = k0 + rk", f"    {a_tile}",
+                f"    b = tl.load(b_cols + k[None, :] * stride_bk, mask=(k[None, :] < {hi}) & (rn[:, None] < N), "
+                "other=0.0)",
+                "    acc_k += a * b", "acc = tl.sum(acc_k, axis=1)[:, None]"]
+    if fma == "m":  # BM == 1: a's row as a (BK, 1) column against b's (BK, BN) columns
+        return ["acc_k = tl.zeros((BK, BN), dtype=tl.float32)",
+                f"for k0 in range({lo}, {hi}, BK):", "    k = k0 + rk",
+                f"    a = tl.load(a_rows + k[:, None] * stride_ak, mask=(rm[None, :] < M) & (k[:, None] < {hi}), "
+                "other=0.0)",
+                f"    {b_tile}", "    acc_k += a * b", "acc = tl.sum(acc_k, axis=0)[None, :]"]
+    return ["acc = tl.zeros((BM, BN), dtype=tl.float32)",
+            f"for k0 in range({lo}, {hi}, BK):", "    k = k0 + rk", f"    {a_tile}", f"    {b_tile}",
+            f'    acc += tl.dot(a, b, input_precision="{prec}")']
+
+
 def _numbers(*sizes) -> bool:
     return all(isinstance(x, int) for x in sizes)
 
 
-def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+@dataclass
+class _Product:
+    """A product's operands and the sizes captured for it (None where symbolic)."""
+    a: str
+    b: str
+    bias: str | None
+    b_t: bool  # b held as (..., N, K), read transposed
+    vec_a: bool  # a vector operand: a one-row (a) or one-column (b) matrix, its axis dropped
+    vec_b: bool
+    batched: bool  # (.., M, K) @ (.., K, N) with up to two batch dims that broadcast
+    m: int | None
+    n: int | None
+    k: int | None
+    z: int | None
+
+
+def _product(program: Program, frag: Fragment) -> _Product:
+    """The anchor as out[z] = a[z] @ b[z] (+ bias); Unsupported for what the template lacks."""
     node = frag.anchor
     a, b, bias, b_t = _operands(program, frag)
     sa, sb = program.values[a].shape, list(program.values[b].shape)
     if b_t and node.op != "linear" and len(sb) >= 2:  # as the (..., K, N) operand it is read as
         sb = sb[:-2] + [sb[-1], sb[-2]]
-    out = node.outputs[0]
-    so = program.values[out].shape
+    so = program.values[node.outputs[0]].shape
     # batched: (.., M, K) @ (.., K, N) with up to two batch dims that broadcast (attention's
     # heads, one key head shared by all query heads), or (..., M, K) @ (K, N)
-    # a vector operand is a one-row (a) or one-column (b) matrix, its axis dropped from the result
     vec_a, vec_b = len(sa) == 1, len(sb) == 1
     batched = len(sb) >= 3 and not vec_a
     if (vec_a and len(sb) > 3) or (vec_b and node.op == "linear"):
@@ -142,14 +200,23 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("batch dims that do not broadcast")
     if any(program.values[v].dtype != "torch.float32" for v in (a, b)):
         raise Unsupported("non-fp32 matmul")
+    m = 1 if vec_a else (sa[-2] if batched else math.prod(sa[:-1]) if _numbers(*sa[:-1]) else None)
+    z = math.prod(so[:-2]) if batched and _numbers(*so[:-2]) else 1 if not batched else None
+    return _Product(a, b, bias, b_t, vec_a, vec_b, batched, m, 1 if vec_b else sb[-1], sa[-1], z)
+
+
+def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
+    node = frag.anchor
+    p = _product(program, frag)
+    a, b, bias, b_t, vec_a, vec_b, batched = p.a, p.b, p.bias, p.b_t, p.vec_a, p.vec_b, p.batched
+    out = node.outputs[0]
+    so = program.values[out].shape
     # the captured sizes choose the tiles and whether the split-K path is emitted at all
-    cap_m = 1 if vec_a else (sa[-2] if batched else math.prod(sa[:-1]) if _numbers(*sa[:-1]) else None)
-    cap_n = 1 if vec_b else sb[-1]
-    cap_k, cap_z = sa[-1], (math.prod(so[:-2]) if batched and _numbers(*so[:-2]) else 1)
-    known = _numbers(cap_m, cap_n, cap_k, cap_z)
-    can_split = known and split_k(cap_m, cap_n, cap_k, cap_z, NOMINAL_SMS)[0] > 1
-    align = (known and not batched and not vec_a and not vec_b and cap_m * cap_n * cap_k >= ALIGN_MIN_WORK
-             and any(x % 16 for x in (cap_m, cap_n, cap_k)))  # a stride may be off 16 (sizes are)
+    known = _numbers(p.m, p.n, p.k, p.z)
+    can_split = known and split_k(p.m, p.n, p.k, p.z, NOMINAL_SMS)[0] > 1
+    align = (known and not batched and not vec_a and not vec_b and p.m * p.n * p.k >= ALIGN_MIN_WORK
+             and any(x % 16 for x in (p.m, p.n, p.k)))  # a stride may be off 16 (sizes are)
+    fma = config.get("fma")  # "n": one output column, "m": one row; FMAs, no tl.dot
     # the epilogue runs on the (..., M, N) output; rows of a fold their leading dims into M
     epi = PointwiseBlock(program, frag.epilogue, so, known={out},
                          reserved={"a_ptr", "b_ptr", "bias_ptr", "ws_ptr"})
@@ -175,8 +242,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     params = (["a_ptr", "b_ptr"] + outputs + ["M", "N", "K", "Z1", "stride_az0", "stride_az1", "stride_am",
               "stride_ak", "stride_bz0", "stride_bz1", "stride_bk", "stride_bn"] + sizes
               + (["KC", "ws_ptr"] if can_split else []))
-    decorator = autotune([{**t, "GROUP_M": 8} for t in tiles(cap_m, cap_n)], ["M", "N", "K"] + (["KC"] if can_split else []),
-                         device)
+    key = ["M", "N", "K"] + (["KC"] if can_split else [])
+    decorator = autotune([{**t, "GROUP_M": 8} for t in tiles(p.m, p.n, fma)], key, device)
     k_range = ("k_lo = tl.program_id(2) * KC", "k_hi = tl.minimum(K, k_lo + KC)") if can_split else ()
     lo, hi = ("k_lo", "k_hi") if can_split else ("0", "K")
     tile = ["    c_mask = (rm[:, None] < M) & (rn[None, :] < N)",
@@ -210,13 +277,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    rk = tl.arange(0, BK)",
         "    a_rows = a_ptr + z0 * stride_az0 + z1 * stride_az1 + rm[:, None] * stride_am",
         "    b_cols = b_ptr + z0 * stride_bz0 + z1 * stride_bz1 + rn[None, :] * stride_bn",
-        "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
         *(f"    {line}" for line in k_range),
-        f"    for k0 in range({lo}, {hi}, BK):",
-        "        k = k0 + rk",
-        f"        a = tl.load(a_rows + k[None, :] * stride_ak, mask=(rm[:, None] < M) & (k[None, :] < {hi}), other=0.0)",
-        f"        b = tl.load(b_cols + k[:, None] * stride_bk, mask=(k[:, None] < {hi}) & (rn[None, :] < N), other=0.0)",
-        f'        acc += tl.dot(a, b, input_precision="{prec}")',
+        *(f"    {line}" for line in _k_loop(fma, prec, lo, hi)),
         *ending,
     ]
     kernels = ["\n".join(kernel)]
@@ -239,7 +301,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         ]))
 
     ea, eb = program.expr(a), program.expr(b)
-    lines = [f"# {frag.label}: Triton, tl.dot ({prec}){' with a fused epilogue' if frag.epilogue else ''}"]
+    how = "products summed with FMAs" if fma else f"tl.dot ({prec})"
+    lines = [f"# {frag.label}: Triton, {how}{' with a fused epilogue' if frag.epilogue else ''}"]
     eb_in = eb  # the b operand as launched
     if batched:  # views (transposed heads) read through their strides; a broadcast batch dim, stride 0
         # b held as (..., N, K) (einsum's "...mk,...nk"): read transposed through its strides
@@ -249,7 +312,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                   "_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
                   "_saz0, _saz1 = _batch_strides(_a, 2)", f"_sbz0, _sbz1 = _batch_strides({eb}, 2)",
                   "_sam, _sak = _a.stride()[-2:]", f"{b_strides} = {eb}.stride()[-2:]"]
-    elif vec_a and len(sb) >= 3:  # (K,) @ (Z, K, N): the one row is read for every z
+    elif vec_a and len(program.values[b].shape) >= 3:  # (K,) @ (Z, K, N): the one row is read for every z
         lines += [f"_a = {ea}", "_Z = _Z1 = " + f"{eb}.shape[0]", "_M, _K = 1, _a.shape[0]", f"_N = {eb}.shape[-1]",
                   "_saz1, _sam, _sak = 0, 0, _a.stride(0)", f"_sbz1, _sbk, _sbn = {eb}.stride()", "_saz0 = _sbz0 = 0"]
     else:  # (..., M, K) @ (K, N): the leading dims of a fold into M
