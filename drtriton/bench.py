@@ -82,33 +82,53 @@ def find_candidate(folder: Path, problem: Problem) -> Path | None:
 
 
 class Claims:
-    """Problems shared by several bench processes (one per GPU of a node, or array jobs on a
-    shared filesystem): each problem is run by the process that first creates its claim file, an
-    atomic exclusive create. No scheduler: a process that starts later takes what is left."""
+    """Problems shared by several bench processes (array jobs on a shared filesystem): each is run
+    by the process that first creates its claim file, an atomic exclusive create. No scheduler: a
+    process that starts later takes what is left. A claim records who took the problem, so a
+    merge can list the problems a stopped job took and never finished (`unfinished`)."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
 
-    def take(self, index: int, problem: Problem) -> bool:
-        # the index and the name: shards given different problem lists claim different files
-        path = self.folder / f"{index:06d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', problem.name)}.claim"
+    def take(self, problem: Problem) -> bool:
+        # by origin and name: shards given overlapping --ids still run each problem once
+        key = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{problem.origin}-{problem.name}")
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            fd = os.open(self.folder / f"{key}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as f:
-            f.write(f"{socket.gethostname()} {os.getpid()}\n")
+            json.dump({"problem": problem.name, "origin": problem.origin, "host": socket.gethostname(),
+                       "pid": os.getpid()}, f)
         return True
+
+    def unfinished(self, entries: list["BenchEntry"]) -> list["BenchEntry"]:
+        """Entries for the problems claimed here that `entries` lack (their job stopped first)."""
+        have = {e.problem.name for e in entries}
+        missing = []
+        for path in sorted(self.folder.glob("*.claim")):
+            try:
+                claim = json.loads(path.read_text())
+            except (OSError, ValueError):  # a claim being written, or torn by a crash
+                continue
+            if claim["problem"] not in have:
+                problem = Problem(name=claim["problem"], source="", class_name="Model", origin=claim.get("origin", ""))
+                missing.append(BenchEntry(problem, None, None, reason=f"claimed by {claim.get('host')} "
+                                          f"(pid {claim.get('pid')}), no verdict: its job stopped first"))
+        return missing
 
 
 def merge_runs(folders: list[Path]) -> list[BenchEntry]:
     """The entries of several `bench --out` folders (shards, or chunks of one benchmark), each
-    problem once (the first folder's, where one was run twice)."""
+    problem once (the first folder's, where one was run twice). A folder without verdicts is an
+    error, not an empty run."""
     entries, seen = [], set()
     for folder in folders:
         path = Path(folder) / "verdicts.jsonl"
-        for line in path.read_text().splitlines() if path.is_file() else []:
+        if not path.is_file():
+            raise FileNotFoundError(f"{folder}: no verdicts.jsonl (not a bench --out folder, or its job never started)")
+        for line in path.read_text().splitlines():
             row = json.loads(line)
             if row["problem"] not in seen:
                 seen.add(row["problem"])
@@ -186,7 +206,7 @@ def _parallel(problems, one, verifiers, progress, claims: Claims | None = None) 
 
     def run(i: int) -> None:
         nonlocal done
-        if claims is not None and not claims.take(i, problems[i]):
+        if claims is not None and not claims.take(problems[i]):
             return  # another process runs it
         try:
             with slots.lend() as verifier:

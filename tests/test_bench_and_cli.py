@@ -304,6 +304,8 @@ def test_processes_sharing_claims_run_each_problem_once(tmp_path):
     names = [e.problem.name for entries in results.values() for e in entries]
     assert sorted(names) == sorted(p.name for p in problems)  # every problem, once, by one shard
     assert len(list((tmp_path / "claims").iterdir())) == 10
+    again = [from_source(RELU, name=p.name) for p in problems[:3]]  # the same problems in another list
+    assert not run_bench(again, tmp_path, _FakeVerifier("c", 2), claims=claims)
     assert not run_bench(problems, tmp_path, _FakeVerifier("late", 2), claims=claims)  # nothing left
 
 
@@ -327,8 +329,21 @@ def test_bench_shards_sharing_claims_run_each_problem_once_and_merge(tmp_path):
     ran = [json.loads(line)["problem"] for i in range(2)
            for line in (tmp_path / f"job{i}" / "verdicts.jsonl").read_text().splitlines()]
     assert sorted(ran) == ["relu", "row_sum", "softmax"]  # each problem by exactly one shard
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "merge_bench.py"), "--out", str(tmp_path / "merged"),
-                        str(tmp_path / "job0"), str(tmp_path / "job1")], capture_output=True, text=True, timeout=120)
+    merge = [sys.executable, str(ROOT / "benchmarks" / "merge_bench.py"), "--claims", str(tmp_path / "claims"),
+             "--out", str(tmp_path / "merged")]
+    r = subprocess.run(merge + [str(tmp_path / "job0"), str(tmp_path / "job1")], capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stderr
     summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
     assert summary["problems"] == 3 and summary["correct"] == 2
+    # a job that stopped after claiming: its problem counts as missing, not as absent
+    (tmp_path / "claims" / "x-late.claim").write_text(json.dumps({"problem": "late", "origin": "x", "host": "h",
+                                                                    "pid": 1}))
+    r = subprocess.run(merge + [str(tmp_path / "job0"), str(tmp_path / "job1")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "missing: late" in r.stderr
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert summary["problems"] == 4 and summary["statuses"]["missing"] == 2
+    r = subprocess.run(merge + [str(tmp_path / "job0"), str(tmp_path / "nojob")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode != 0 and "no verdicts.jsonl" in r.stderr  # a folder that never ran: an error

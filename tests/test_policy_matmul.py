@@ -19,12 +19,12 @@ def test_split_k_fills_the_sms_only_when_the_tiles_cannot():
     assert split_k(4096, 4096, 8192, 1, 132) == (1, 8192)  # 4096 tiles: no split
     assert split_k(256, 256, 2048, 1, 132) == (1, 2048)  # K too short to be worth it
     assert split_k(64, 64, 100_000, 1, 1) == (1, 100_000)  # one SM (a CPU): never
+    assert split_k(0, 20, 8192, 1, 132) == (1, 8192)  # an empty output: nothing to split
     for m, n, k, z in [(256, 256, 524_288, 1), (2048, 1, 1_048_576, 1), (3, 20, 8192, 1), (16, 24, 4500, 2)]:
         s, kc = split_k(m, n, k, z, 132)
         assert s > 1 and kc % 128 == 0 and (s - 1) * kc < k <= s * kc, (m, n, k, s, kc)
         tiles = -(-m // 64) * -(-n // 64) * z
         assert tiles * s <= 2 * 132 + tiles  # about two programs an SM, no more
-        assert kc >= 2048 or s == -(-k // kc)
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -36,7 +36,8 @@ def test_rows_not_16_apart_are_copied_into_aligned_rows(transposed):
     contiguous = 0 if transposed else 1
     assert got.stride(contiguous) == 1 and got.stride(1 - contiguous) % 16 == 0
     aligned = torch.randn(37, 2944)
-    assert aligned_rows(aligned) is aligned and aligned_rows(aligned.t()) is not None
+    assert aligned_rows(aligned) is aligned and aligned_rows(aligned.t()) is not aligned.t()  # (a new view)
+    assert aligned_rows(aligned.t()).data_ptr() == aligned.data_ptr()  # the same storage: no copy
 
 
 def _run(cand, problem, sms: int):
@@ -80,7 +81,7 @@ def test_a_narrow_product_gets_narrow_tiles_and_a_large_one_aligned_rows():
     # a product of 2**33 multiply-adds captured on the meta device (never run here)
     _, large = first_candidate(source("torch.matmul(x, y)", "torch.randn(2048, 2049), torch.randn(2049, 2048)",
                                       args="x, y"))
-    assert "_aligned_rows(_a), _aligned_rows(_b)" in large.source and '"BN": 16' not in large.source
+    assert "_a = _aligned_rows(_a) if _N >= 256" in large.source and '"BN": 16' not in large.source
     assert "_split_k" not in large.source  # 1024 output tiles fill the GPU
 
 
@@ -110,3 +111,25 @@ def test_on_the_gpu_the_fma_variant_of_a_side_of_one_comes_first():
     problem, graph, _ = capture(src)
     first = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
     assert "fma=n" in " ".join(first.plan)
+
+
+def test_a_linear_layer_is_sized_by_its_output_features():
+    """nn.Linear's weight is (N, K): a layer to 10 features from 4096 gets the narrow tiles a
+    matmul of the same shape gets, and a batch of 1024 over K = 8192 to 10 features splits K."""
+    narrow = source("F.linear(x, w)", "torch.randn(512, 4096), torch.randn(10, 4096)", args="x, w")
+    _, cand = first_candidate(narrow)
+    assert '"BN": 16' in cand.source
+    _, cand = first_candidate(source("F.linear(x, w)", "torch.randn(1024, 8192), torch.randn(10, 8192)", args="x, w"))
+    assert "_split_k(" in cand.source
+    _, cand = first_candidate(source("F.linear(x, w)", "torch.randn(64, 8), torch.randn(4096, 8)", args="x, w"))
+    assert '"BN": 16' not in cand.source and '"BM": 16' not in cand.source
+
+
+def test_a_large_product_with_a_short_side_copies_nothing_it_reads_once():
+    _, cand = first_candidate(source("F.linear(x, w)", "torch.randn(8, 20001), torch.randn(30001, 20001)",
+                                     args="x, w"))
+    assert "_b = _aligned_rows(_b) if _M >= 256 else _b" in cand.source  # 8 rows: the weight is not copied
+    ns: dict = {}
+    exec(cand.source.split("class ModelNew")[0], ns)  # the helpers
+    w = torch.empty(30001, 20001, device="meta")
+    assert ns["_aligned_rows"](w).stride(0) % 16 == 0  # (what M >= 256 would do)

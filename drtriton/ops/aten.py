@@ -10,6 +10,8 @@ as JSON literals, positionally as in the aten schema (kwargs merged by `_args`).
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable
 
 # aten reduction enum (at::Reduction)
@@ -112,12 +114,14 @@ def _clamp(node, values):
 
 
 def _pow_scalar_base(node, values):
-    """pow.Scalar (a number b to a tensor's power) is pow_tensor with b in the base's place, for
-    b > 0 (exp(x ln b)); PyTorch keeps the rest."""
+    """pow.Scalar (a number b to a tensor's power) is pow_tensor with b in the base's place:
+    exp(x ln b) for a finite b > 0 other than 1 (1 ** nan is 1) and a floating-point result;
+    PyTorch keeps the rest."""
     base = _args(node, ["input", "exponent"])["input"]
-    if not isinstance(base, (int, float)) or isinstance(base, bool) or base <= 0:
+    out = values.get(node.outputs[0])
+    if not isinstance(base, (int, float)) or isinstance(base, bool) or not 0 < base < math.inf or base == 1:
         return None
-    return "pow_tensor", {}
+    return ("pow_tensor", {}) if out is not None and "float" in out.dtype else None
 
 
 def _pow(node, values):

@@ -153,9 +153,10 @@ def _hankel(a: str, order: int, kind: str) -> str:
 
 
 def _in_float64(e: str, value) -> str:
-    """value(e) evaluated in float64 and rounded back to e's dtype: the rational functions of J and
-    Y cancel to about 1e-6 in float32 near their zeros; in float64 only the fit's own 1e-8 is left."""
-    return f"({value(f'({e}).to(tl.float64)')}).to({e}.dtype)"
+    """value(e) evaluated in float64 and rounded to the result's dtype (e's floating dtype; float32
+    for an integer e, as PyTorch): the rational functions of J and Y cancel to about 1e-6 in
+    float32 near their zeros; in float64 only the fit's own 1e-8 is left."""
+    return f"({value(f'({e}).to(tl.float64)')}).to(({e} + 0.0).dtype)"
 
 
 def bessel_j(e: str, order: int) -> str:

@@ -16,8 +16,8 @@ Shapes the square tiles serve badly:
   epilogue;
 - rows whose stride is not a multiple of 16 elements (K = 2949): Triton cannot prove the rows
   16-byte aligned and loads them 4 bytes at a time, so a large product first copies such an
-  operand into rows padded to 16 elements (`_aligned_rows`: a read and a write of the operand
-  against a product thousands of times its size).
+  operand into rows padded to 16 elements (`_aligned_rows`: a read and a write of the operand,
+  done only when the other side is at least 256 long, so the product reads it that many times).
 """
 
 from __future__ import annotations
@@ -50,8 +50,10 @@ NARROW = 16
 
 #: the SM count `emit` assumes for the captured shape (H100 and H200: 132)
 NOMINAL_SMS = 132
-#: rows padded to 16 elements when the product has at least this many multiply-adds
+#: rows padded to 16 elements when the product has at least this many multiply-adds, for an
+#: operand the other side reads this many times over (else the copy costs more than it saves)
 ALIGN_MIN_WORK = 2 ** 32
+ALIGN_MIN_REUSE = 256
 
 
 # The FMA variants: one output column (fma "n": BM rows times the vector) or one row (fma "m")
@@ -112,10 +114,10 @@ def split_k(m: int, n: int, k: int, z: int, sms: int) -> tuple[int, int]:
     """(S, KC): K in S chunks of KC (a multiple of 128, every tile's BK) when the product's 64 x 64
     output tiles cannot fill the `sms` SMs and K is long; (1, k) otherwise. The generated module
     runs it on the host as `_split_k` at every call; `emit` asks it about the captured shape."""
-    tiles = ((m + 63) // 64) * ((n + 63) // 64) * z
-    if tiles >= sms or k < 4096:  # (self-contained: the generated module has no constants of ours)
+    count = ((m + 63) // 64) * ((n + 63) // 64) * z
+    if count == 0 or count >= sms or k < 4096:  # (self-contained: the generated module has no constants of ours)
         return 1, k
-    s = min(-(-2 * sms // tiles), k // 2048)  # about two programs an SM, chunks of 2048 or more
+    s = min(-(-2 * sms // count), k // 2048)  # about two programs an SM, chunks of 2048 or more
     chunk = -(-k // s)
     kc = -(-chunk // 128) * 128
     return -(-k // kc), kc
@@ -185,7 +187,7 @@ def _product(program: Program, frag: Fragment) -> _Product:
     node = frag.anchor
     a, b, bias, b_t = _operands(program, frag)
     sa, sb = program.values[a].shape, list(program.values[b].shape)
-    if b_t and node.op != "linear" and len(sb) >= 2:  # as the (..., K, N) operand it is read as
+    if b_t and len(sb) >= 2:  # as the (..., K, N) operand it is read as (nn.Linear's W is (N, K))
         sb = sb[:-2] + [sb[-1], sb[-2]]
     so = program.values[node.outputs[0]].shape
     # batched: (.., M, K) @ (.., K, N) with up to two batch dims that broadcast (attention's
@@ -322,10 +324,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             lines += ["_N = 1", f"_sbk, _sbn = {eb}.stride(0), 0"]
         else:
             lines.append(f"_N = {eb}.shape[0]" if b_t else f"_N = {eb}.shape[-1]")
-            if align:  # a large product: rows not 16 elements apart are copied into aligned ones
+            if align:  # a large product: rows not 16 elements apart are copied into aligned ones,
+                # for an operand read many times over (a's rows once per column tile, b's per row tile)
                 eb_in = "_b"
                 lines += [f"_b = {eb}", f"if _M * _N * _K >= {ALIGN_MIN_WORK}:",
-                          "    _a, _b = _aligned_rows(_a), _aligned_rows(_b)"]
+                          f"    _a = _aligned_rows(_a) if _N >= {ALIGN_MIN_REUSE} else _a",
+                          f"    _b = _aligned_rows(_b) if _M >= {ALIGN_MIN_REUSE} else _b"]
             # nn.Linear keeps W as (N, K): read it transposed through its strides
             lines.append(f"_sbn, _sbk = {eb_in}.stride()" if b_t else f"_sbk, _sbn = {eb_in}.stride()")
         lines.append("_sam, _sak = _a.stride()")

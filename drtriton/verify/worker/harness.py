@@ -735,7 +735,7 @@ class CandidateHarness:
         try:
             raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
         except Exception as e:  # a fault the candidate left surfaces at the timer's synchronize
-            if _is_cuda_fault(e):
+            if _is_cuda_fault(e):  # (one of torch.compile's own kernels would be blamed too: rare)
                 raise self._candidate_error(e) from None
             raise
         del reference_sets
