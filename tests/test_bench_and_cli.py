@@ -78,7 +78,8 @@ def test_verify_reports_a_broken_reference_as_a_usage_error(tmp_path):
     assert "get_inputs() returns 2 values but Model.forward takes (x)" in r.stdout
 
 
-def test_bench_on_a_folder(tmp_path):
+def _three_problems(tmp_path):
+    """problems/ with relu, row_sum and softmax; candidates/ with correct modules for the first two."""
     problems, candidates = tmp_path / "problems", tmp_path / "candidates"
     problems.mkdir()
     candidates.mkdir()
@@ -86,6 +87,11 @@ def test_bench_on_a_folder(tmp_path):
         (problems / f"{name}.py").write_text(ref)
         if cand:
             (candidates / f"{name}.py").write_text(cand)
+    return problems, candidates
+
+
+def test_bench_on_a_folder(tmp_path):
+    problems, candidates = _three_problems(tmp_path)
     (candidates / "relu.py").write_text(RELU_OK)
     out = tmp_path / "out"
     r = drtriton("bench", str(problems), "--candidates", str(candidates), "--out", str(out),
@@ -312,13 +318,7 @@ def test_processes_sharing_claims_run_each_problem_once(tmp_path):
 def test_bench_shards_sharing_claims_run_each_problem_once_and_merge(tmp_path):
     """The cluster path on one node: two `drtriton bench --claims` processes (array jobs would be
     the same command) split a set between them; merge_bench.py makes one report of their folders."""
-    problems, candidates = tmp_path / "problems", tmp_path / "candidates"
-    problems.mkdir()
-    candidates.mkdir()
-    for name, ref, cand in (("relu", RELU, RELU_OK), ("row_sum", ROW_SUM, ROW_SUM_OK), ("softmax", SOFTMAX, None)):
-        (problems / f"{name}.py").write_text(ref)
-        if cand:
-            (candidates / f"{name}.py").write_text(cand)
+    problems, candidates = _three_problems(tmp_path)
     shards = [subprocess.Popen([sys.executable, "-m", "drtriton.cli", "bench", str(problems), "--candidates",
                                 str(candidates), "--claims", str(tmp_path / "claims"), "--out", str(tmp_path / f"job{i}"),
                                 "--device", "cpu", "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
