@@ -379,6 +379,28 @@ def test_eval_reports_by_k(sft_run, tmp_path):
     for name, r in results.items():
         assert r["problems"] == 1 and 0.0 <= r["faster_than_eager"] <= r["correct"] <= 1.0
         assert (out / name.replace(" ", "_").replace("=", "") / "verdicts.jsonl").is_file()
+        ci = r["intervals"]["correct"]
+        assert ci["low"] <= r["correct"] <= ci["high"] and ci["high"] - ci["low"] > 0.5  # one program: wide
+
+
+def test_eval_takes_more_programs_other_ks_and_pass_at_k(sft_run, tmp_path):
+    out = tmp_path / "eval"
+    assert main(["eval", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
+                 "--out", str(out), "--heldout", "2", "--ks", "1", "--pass-k", "2"]) == 0
+    results = json.loads((out / "summary.json").read_text())["results"]
+    assert set(results) == {"synthetic k=1"}
+    r = results["synthetic k=1"]
+    assert r["problems"] == 2 and 0.0 <= r["pass@2"] <= 1.0
+    assert r["intervals"]["pass@2"]["low"] <= r["pass@2"] <= r["intervals"]["pass@2"]["high"]
+
+
+def test_wilson_interval():
+    from drtriton.training.metrics import wilson
+
+    low, high = wilson(80, 200)  # 40% of 200: about 33-47%
+    assert 0.33 < low < 0.34 and 0.46 < high < 0.48
+    assert wilson(0, 10)[0] == 0.0 and 0.0 < wilson(0, 10)[1] < 0.35  # none of 10: not "exactly 0"
+    assert wilson(10, 10)[1] == 1.0 and wilson(0, 0) == (0.0, 1.0)
 
 
 # -- (f) the paper's recipe, reduced -----------------------------------------------------------------

@@ -137,6 +137,11 @@ def _add_eval(subparsers) -> None:
                    help="also KernelBench: alone, the shipped Levels 1 and 2; or a folder with level1.jsonl and level2.jsonl")
     p.add_argument("--levels", default="1,2", help="KernelBench levels (default 1,2)")
     p.add_argument("--limit", type=_positive, help="only the first N problems of each level")
+    p.add_argument("--heldout", type=_positive, metavar="N",
+                   help="held-out synthetic programs for each k (default: the recipe's; 200 tell rates 10 points apart)")
+    p.add_argument("--ks", help="the k (operators per program) to evaluate, e.g. 1,2,3 (default: the recipe's stages)")
+    p.add_argument("--pass-k", type=_positive, default=1, metavar="K",
+                   help="also pass@K: K modules sampled at the recipe's RL temperature, any correct")
     p.set_defaults(func=cmd_run, subparser=p, run="eval")
 
 
@@ -170,7 +175,9 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
             run_rl(recipe, options, args.algorithm, say)
         else:
             levels = tuple(int(x) for x in args.levels.split(","))
-            run_eval(recipe, options, args.kernelbench, levels, args.limit, say)
+            ks = tuple(int(x) for x in args.ks.split(",")) if args.ks else None
+            run_eval(recipe, options, args.kernelbench, levels, args.limit, say, heldout=args.heldout, ks=ks,
+                     pass_k=args.pass_k)
     except ValueError as e:
         parser.error(str(e))
     print(args.out / "summary.json")

@@ -1,4 +1,4 @@
-"""Per-step metrics to `metrics.jsonl`, and a plot of them.
+"""Per-step metrics to `metrics.jsonl`, a plot of them, and the confidence interval of a rate.
 
 Each line is what the trainer logged at a step (loss, rewards, correct rate, speed, KL, stage,
 where the time went), plus the step. The plot is SVG written by hand, so it needs no plotting
@@ -8,6 +8,7 @@ library on the GPU machine or in CI.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -65,3 +66,15 @@ def plot(records: list[dict], keys: list[str], out: Path, title: str) -> Path:
     svg.append("</svg>")
     Path(out).write_text("\n".join(svg) + "\n")
     return Path(out)
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a rate of `successes` in `n` (sound at 0 and n, unlike
+    the normal approximation): what a held-out pass@1 of 40% on 200 programs can and cannot tell
+    apart (about 33-47%)."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -368,49 +368,79 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
 
 
 def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = None, levels: tuple[int, ...] = (1, 2),
-             limit: int | None = None, say: Say = print) -> dict:
-    """A checkpoint's pass@1 through the real pipeline (the model alone, one round): on fresh
-    held-out synthetic programs by k, and on KernelBench: correct, faster than eager, faster
-    than torch.compile."""
+             limit: int | None = None, say: Say = print, heldout: int | None = None,
+             ks: tuple[int, ...] | None = None, pass_k: int = 1) -> dict:
+    """A checkpoint through the real pipeline (the model alone, one round) on fresh held-out
+    synthetic programs by k (`heldout` of each, default the recipe's) and on KernelBench: pass@1
+    (greedy) correct, faster than eager, faster than torch.compile, and with `pass_k` > 1 also
+    pass@k (any of k sampled modules correct, at the recipe's RL temperature); every rate with its
+    95% Wilson interval."""
     from drtriton.bench import BenchEntry, summarize, write_report
     from drtriton.policy.models import HFPolicy
     from drtriton.problem import from_source, load_kernelbench
     from drtriton.search import Search, SearchConfig
+
+    from .metrics import wilson
 
     if options.init is None:
         raise ValueError("eval needs --init DIR: the checkpoint to evaluate")
     started = time.monotonic()
     device = _device(options.device)
     groups: dict[str, list] = {}
-    for k in recipe.rl.stages:  # seeds apart from training's
-        programs = Programs.synthesize(recipe.rl.heldout_per_stage, [k], recipe.data.seed + 1000 + k, _bounds(recipe))
+    for k in ks or recipe.rl.stages:  # seeds apart from training's
+        programs = Programs.synthesize(heldout or recipe.rl.heldout_per_stage, [k], recipe.data.seed + 1000 + k,
+                                       _bounds(recipe))
         groups[f"synthetic k={k}"] = [from_source(p["code"], "Model", name=p["id"]) for p in programs.records]
     if kernelbench is not None:
         for level in levels:
             problems = load_kernelbench(kernelbench / f"level{level}.jsonl")
             groups[f"KernelBench level {level}"] = problems[:limit] if limit else problems
-    policy = HFPolicy(str(options.init), device=device, samples=1, temperature=0.0,
+    greedy = HFPolicy(str(options.init), device=device, samples=1, temperature=0.0,
                       max_new_tokens=recipe.rl.max_completion)
+    sampled = HFPolicy(str(options.init), device=device, samples=pass_k, temperature=recipe.rl.temperature,
+                       max_new_tokens=recipe.rl.max_completion) if pass_k > 1 else None
+
+    def attempt(problem, verifier, policy) -> tuple:
+        search = Search(problem, verifier, SearchConfig(budget_s=300, builtin=False, rounds=1), policies=[policy])
+        for _ in search.run():
+            pass
+        r = search.result
+        return r, r.verdict or next((a.verdict for a in reversed(r.attempts)), None)
+
+    def rate(successes: int, n: int) -> dict:
+        low, high = wilson(successes, n)
+        return {"rate": successes / n if n else 0.0, "low": low, "high": high}
+
     results = {}
     with _verifier(options) as verifier:
         for name, problems in groups.items():
-            entries = []
+            entries, any_of_k = [], 0
             for i, problem in enumerate(problems):
-                search = Search(problem, verifier, SearchConfig(budget_s=300, builtin=False, rounds=1), policies=[policy])
-                for _ in search.run():
-                    pass
-                r = search.result
-                verdict = r.verdict or next((a.verdict for a in reversed(r.attempts)), None)
+                r, verdict = attempt(problem, verifier, greedy)
                 entries.append(BenchEntry(problem, None, verdict, round(r.seconds, 2), r.plan, r.reason))
-                say(f"  {name} [{i + 1}/{len(problems)}] {problem.name}: {verdict.summary if verdict else r.reason}")
+                line = verdict.summary if verdict else r.reason
+                if sampled is not None:
+                    r_k, _ = attempt(problem, verifier, sampled)
+                    any_of_k += bool(r_k.correct)
+                    line += f"; pass@{pass_k}: {'yes' if r_k.correct else 'no'}"
+                say(f"  {name} [{i + 1}/{len(problems)}] {problem.name}: {line}")
             summary = summarize(entries)
             folder = options.out / name.replace(" ", "_").replace("=", "")
             write_report(entries, summary, folder, f"{options.init} on {name}")
-            results[name] = {"problems": summary["problems"], "correct": summary["fast_p_eager"]["0.0"],
-                             "faster_than_eager": summary["fast_p_eager"]["1.0"],
-                             "faster_than_compile": summary["fast_p_compile"]["1.0"]}
-            say(f"{name}: correct {results[name]['correct']:.0%}, faster than eager "
-                f"{results[name]['faster_than_eager']:.0%}, than torch.compile {results[name]['faster_than_compile']:.0%}")
+            n = summary["problems"]
+            counts = {key: round(summary[f"fast_p_{base}"][p] * n) for key, base, p in (
+                ("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0"),
+                ("faster_than_compile", "compile", "1.0"))}
+            results[name] = {"problems": n, **{key: c / n if n else 0.0 for key, c in counts.items()},
+                             "intervals": {key: rate(c, n) for key, c in counts.items()}}
+            if sampled is not None:
+                results[name][f"pass@{pass_k}"] = any_of_k / n if n else 0.0
+                results[name]["intervals"][f"pass@{pass_k}"] = rate(any_of_k, n)
+            ci = results[name]["intervals"]["correct"]
+            say(f"{name}: correct {results[name]['correct']:.0%} (95% {ci['low']:.0%}-{ci['high']:.0%}), faster "
+                f"than eager {results[name]['faster_than_eager']:.0%}, than torch.compile "
+                f"{results[name]['faster_than_compile']:.0%}"
+                + (f", pass@{pass_k} {results[name][f'pass@{pass_k}']:.0%}" if sampled is not None else ""))
     summary = {"checkpoint": str(options.init), "device": device, "results": results,
                "seconds": round(time.monotonic() - started, 1)}
     return _finish(options.out, "eval", summary, [])
