@@ -7,6 +7,7 @@ output folder: `data/` (the JSONL it trained on), `model/` (the checkpoint), `me
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import time
@@ -397,8 +398,10 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
             groups[f"KernelBench level {level}"] = problems[:limit] if limit else problems
     greedy = HFPolicy(str(options.init), device=device, samples=1, temperature=0.0,
                       max_new_tokens=recipe.rl.max_completion)
-    sampled = HFPolicy(str(options.init), device=device, samples=pass_k, temperature=recipe.rl.temperature,
-                       max_new_tokens=recipe.rl.max_completion) if pass_k > 1 else None
+    sampled = None
+    if pass_k > 1:  # the same loaded model, sampling pass_k modules at the recipe's RL temperature
+        sampled = copy.copy(greedy)
+        sampled.samples, sampled.temperature = pass_k, recipe.rl.temperature
 
     def attempt(problem, verifier, policy) -> tuple:
         search = Search(problem, verifier, SearchConfig(budget_s=300, builtin=False, rounds=1), policies=[policy])
@@ -407,9 +410,8 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
         r = search.result
         return r, r.verdict or next((a.verdict for a in reversed(r.attempts)), None)
 
-    def rate(successes: int, n: int) -> dict:
-        low, high = wilson(successes, n)
-        return {"rate": successes / n if n else 0.0, "low": low, "high": high}
+    def interval(successes: int, n: int) -> dict:
+        return dict(zip(("low", "high"), wilson(successes, n)))
 
     results = {}
     with _verifier(options) as verifier:
@@ -432,10 +434,10 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
                 ("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0"),
                 ("faster_than_compile", "compile", "1.0"))}
             results[name] = {"problems": n, **{key: c / n if n else 0.0 for key, c in counts.items()},
-                             "intervals": {key: rate(c, n) for key, c in counts.items()}}
+                             "intervals": {key: interval(c, n) for key, c in counts.items()}}
             if sampled is not None:
                 results[name][f"pass@{pass_k}"] = any_of_k / n if n else 0.0
-                results[name]["intervals"][f"pass@{pass_k}"] = rate(any_of_k, n)
+                results[name]["intervals"][f"pass@{pass_k}"] = interval(any_of_k, n)
             ci = results[name]["intervals"]["correct"]
             say(f"{name}: correct {results[name]['correct']:.0%} (95% {ci['low']:.0%}-{ci['high']:.0%}), faster "
                 f"than eager {results[name]['faster_than_eager']:.0%}, than torch.compile "

@@ -9,6 +9,7 @@ an estimate, good for spotting constant outputs and signs, not a proof.
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 from typing import Sequence
@@ -36,21 +37,16 @@ def _tl_shim():
     )
 
 
-_ARRAY = None
-
-
+@functools.cache
 def _array_type():
     """A NumPy array that also takes Triton's cast, `x.to(tl.float64)` (ufuncs keep the type)."""
-    global _ARRAY
-    if _ARRAY is None:
-        import numpy as np
+    import numpy as np
 
-        class Array(np.ndarray):
-            def to(self, dtype):
-                return np.asarray(self).astype(dtype).view(Array)
+    class Array(np.ndarray):
+        def to(self, dtype):
+            return np.asarray(self).astype(dtype).view(Array)
 
-        _ARRAY = Array
-    return _ARRAY
+    return Array
 
 
 def _samples(lo: float, hi: float):

@@ -287,7 +287,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if can_split:
         kernels.append("\n".join([
             "@triton.jit",
-            f"def {name}_finish(ws_ptr, {', '.join(outputs)}, M, N, S, {''.join(p + ', ' for p in sizes)}"
+            f"def {name}_finish(ws_ptr, {', '.join(outputs)}, M, N, S, {''.join(d + ', ' for d in sizes)}"
             "BM: tl.constexpr, BN: tl.constexpr):",
             f"    # {frag.label}, split over K: the S partial tiles added in order, then"
             f"{' the bias,' if bias else ''} the epilogue and the store",

@@ -585,6 +585,19 @@ class CandidateHarness:
         with self._armed():
             return parallel_compile.compile_ahead(build, inputs)
 
+    def _time(self, fns: dict, inputs_for, req: dict, after_call) -> dict:
+        """`time_interleaved` for the request's trials and warm-ups. A fault the candidate left
+        surfaces at the timer's synchronize: it is the candidate's (one of torch.compile's own
+        kernels would be blamed too: rare)."""
+        from .timing import time_interleaved
+
+        try:
+            return time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
+        except Exception as e:
+            if _is_cuda_fault(e):
+                raise self._candidate_error(e) from None
+            raise
+
     def _call_candidate(self, inputs: list, accountant: ForwardAccountant | None, sync: bool = True):
         """The output and the call's raw launches (`launch_signatures` names them). `sync`
         waits for the device inside, so an asynchronous fault is the candidate's; timed calls
@@ -676,7 +689,7 @@ class CandidateHarness:
         on those remembers results. A random share of its timed outputs, picked after each call,
         is kept for the verifier to compare with the reference (`checks`). After every call, the
         output must be plain tensors and nothing the references rely on may have changed."""
-        from .timing import kernel_times, time_interleaved
+        from .timing import kernel_times
 
         expected = req["launches"]
         mismatched_calls = []
@@ -732,12 +745,7 @@ class CandidateHarness:
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
-        try:
-            raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
-        except Exception as e:  # a fault the candidate left surfaces at the timer's synchronize
-            if _is_cuda_fault(e):  # (one of torch.compile's own kernels would be blamed too: rare)
-                raise self._candidate_error(e) from None
-            raise
+        raw = self._time(fns, inputs_for, req, after_call)
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
         kernels = {name: ms / PROFILED_CALLS  # device time per call
@@ -807,7 +815,6 @@ class CandidateHarness:
         kept for the reference to check, as `time`'s calls are. A candidate that cannot be
         captured, or captures other work, gets a note instead of a timing, not a rejection."""
         from ...cuda_graph import CUDAGraphed
-        from .timing import time_interleaved
 
         graphed = CUDAGraphed(self.candidate, warmup=0)  # timing warmed it up
         inputs, _ = self.runtime.make_inputs(req["seed"], fingerprinted=False)
@@ -855,12 +862,7 @@ class CandidateHarness:
             fns["compiled"] = call(self.compiled_graph)
         elif req.get("compile", True):
             note = self.compile_graph_note or "torch.compile(mode='reduce-overhead') not prepared"
-        try:
-            raw = time_interleaved(fns, inputs_for, trials=req["trials"], warmup=req["warmup"], after_call=after_call)
-        except Exception as e:  # a fault the candidate left surfaces at the timer's synchronize
-            if _is_cuda_fault(e):
-                raise self._candidate_error(e) from None
-            raise
+        raw = self._time(fns, inputs_for, req, after_call)
         if self.patches.changed():
             raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()) + " (in a replay)")
         return {"ok": True, "note": note, "checks": self._share_checks(checks),

@@ -2,8 +2,9 @@
 
 CUDA events around each call, the end event recorded after a device-wide synchronize (so work on
 any stream counts, and every function timed pays the same), an L2 flush before every call, inputs
-the caller makes for every call, the host clock as a cross-check. The event methods are captured before candidate code is imported, so
-patching them later changes nothing here (and is reported by PatchDetector).
+the caller makes for every call, the host clock as a cross-check. The event methods are captured
+before candidate code is imported, so patching them later changes nothing here (and is reported
+by PatchDetector).
 """
 
 from __future__ import annotations
