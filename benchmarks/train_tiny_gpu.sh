@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
-# The tiny recipe on one GPU (docs/benchmarks.md, "Training"): SFT, then DRPO and GRPO from the
-# same SFT checkpoint, side by side on the same GPU for the same time.
-#   benchmarks/train_tiny_gpu.sh sft RUN [ARGS]     -> RUN/sft (data taught by the built-in policy, verified)
-#   benchmarks/train_tiny_gpu.sh rl RUN SECONDS     -> RUN/drpo and RUN/grpo from RUN/sft/model
+# The tiny recipe on one GPU (docs/benchmarks.md, "Training"): SFT data taught by the built-in policy,
+# SFT, then DRPO and GRPO from the same SFT checkpoint with seeds 0 and 1 (all four at once, side by
+# side on the GPU), then the checkpoints on the same held-out programs.
+#   benchmarks/train_tiny_gpu.sh teach RUN SECONDS [ARGS]  -> RUN/sft/data (any machine: on a CPU the
+#                                                             kernels run in the interpreter; again with
+#                                                             --seed N adds pairs)
+#   benchmarks/train_tiny_gpu.sh sft RUN [ARGS]            -> RUN/sft/model (teaches first if RUN/sft/data is empty)
+#   benchmarks/train_tiny_gpu.sh rl RUN SECONDS [ARGS]     -> RUN/{drpo,grpo}_s{0,1}; run again with --resume
+#                                                             (and --max-steps N) to go on from the checkpoints
+#   benchmarks/train_tiny_gpu.sh eval RUN [ARGS]           -> RUN/eval_{sft,drpo_s0,...}: 200 held-out
+#                                                             1-operator programs each (add --pass-k 4, --ks 1,2,3)
+#   benchmarks/train_tiny_gpu.sh plot RUN                  -> RUN/rl.svg: held-out pass@1 and rewards by step
 # Needs drtriton installed with the training extra; HF_HUB_OFFLINE=1 (nothing is downloaded).
 set -euo pipefail
 stage=$1 run=$2
+runs="drpo_s0 drpo_s1 grpo_s0 grpo_s1"
 case $stage in
+  teach)
+    drtriton-train teach --recipe tiny --time-limit "$3" --out "$run/sft" "${@:4}" ;;
   sft)
     drtriton-train sft --recipe tiny --device cuda --teacher-pools 4 --verifier-workers 4 --out "$run/sft" "${@:3}" ;;
   rl)
     seconds=$3
-    for algorithm in drpo grpo; do
-      drtriton-train drpo --recipe tiny --algorithm $algorithm --device cuda --verifier-workers 6 \
-        --init "$run/sft/model" --time-limit "$seconds" --out "$run/$algorithm" > "$run/$algorithm.log" 2>&1 &
+    for name in $runs; do
+      drtriton-train drpo --recipe tiny --algorithm "${name%_s*}" --seed "${name#*_s}" --device cuda --verifier-workers 3 \
+        --init "$run/sft/model" --time-limit "$seconds" --out "$run/$name" "${@:4}" >> "$run/$name.log" 2>&1 &
     done
     wait ;;
-  *) echo "usage: $0 sft RUN | rl RUN SECONDS" >&2; exit 2 ;;
+  eval)
+    for name in sft $runs; do
+      model=$run/$name/model
+      [ -e "$model/config.json" ] || continue
+      drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 --ks 1 --verifier-workers 3 \
+        --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+    done
+    wait
+    grep -H "^\[eval\] synthetic k=[0-9]*:" "$run"/eval_*.log || true ;;
+  plot)
+    python "$(dirname "$0")/plot_rl.py" $(for name in $runs; do echo "$run/$name"; done) --out "$run/rl.svg" ;;
+  *) echo "usage: $0 teach RUN SECONDS | sft RUN | rl RUN SECONDS [--resume --max-steps N] | eval RUN | plot RUN" >&2; exit 2 ;;
 esac

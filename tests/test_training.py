@@ -77,6 +77,21 @@ def test_sft_writes_data_checkpoint_and_metrics(sft_run):
     assert "loss" in (sft_run / "metrics.svg").read_text()
 
 
+def test_teach_adds_pairs_from_another_seed_and_keeps_the_held_out_set(tmp_path):
+    out = tmp_path / "sft"
+    base = ["teach", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(out), "--programs", "2"]
+    assert main(base) == 0
+    first, heldout = read_jsonl(out / "data" / "sft.jsonl"), read_jsonl(out / "data" / "heldout.jsonl")
+    assert first and all(p["messages"][-1]["role"] == "assistant" for p in first)
+    assert not (out / "data" / "sft.partial.jsonl").exists()
+    assert main(base + ["--seed", "5"]) == 0
+    both = read_jsonl(out / "data" / "sft.jsonl")
+    ids = [p["id"] for p in both]
+    assert both[:len(first)] == first and len(both) > len(first) and len(set(ids)) == len(ids)
+    assert read_jsonl(out / "data" / "heldout.jsonl") == heldout
+    assert not set(ids) & {p["id"] for p in heldout}
+
+
 def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
     out = tmp_path / "drpo"
     assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
@@ -102,6 +117,22 @@ def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
     # (eval_every 1), not twice at the end
     assert [c["step"] for c in summary["curriculum"]] == [0, 1, 2]
     assert "rewards/correctness/mean" in (out / "metrics.svg").read_text()
+
+
+def test_drpo_resumes_where_a_time_limit_stopped_it(sft_run, tmp_path):
+    """A time limit stops the run after its first step and saves a checkpoint there; `--resume`
+    goes on from it (step 2, not step 1 again) with the curriculum's checks so far."""
+    out = tmp_path / "drpo"
+    common = ["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
+              "--out", str(out), "--max-steps", "3"]
+    assert main(common + ["--time-limit", "1"]) == 0
+    assert [r["step"] for r in step_rows(out / "metrics.jsonl")] == [1]
+    assert (out / "trainer" / "checkpoint-1" / "optimizer.pt").is_file()
+    assert [c["step"] for c in json.loads((out / "curriculum.json").read_text())] == [0, 1]
+    assert main(common + ["--resume"]) == 0
+    assert [r["step"] for r in step_rows(out / "metrics.jsonl")] == [1, 2, 3]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 3 and [c["step"] for c in summary["curriculum"]] == [0, 1, 2, 3]
 
 
 # -- DRPO with scripted rollouts: real verdicts, the loss by hand, the stage change in training ----
@@ -357,10 +388,17 @@ def test_curriculum_stream_follows_the_stage():
 # -- (e) the GRPO ablation ------------------------------------------------------------------------
 
 
-def test_grpo_ablation_takes_a_step(sft_run, tmp_path):
+def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
+    from drtriton.training import sampling
+
+    batches, real = [], sampling.sample
+    monkeypatch.setattr(sampling, "sample", lambda model, prompts, *a, **k: batches.append(len(prompts)) or
+                        real(model, prompts, *a, **k))
     out = tmp_path / "grpo"
     assert main(["drpo", "--algorithm", "grpo", "--recipe", "tiny", "--small", "--device", "cpu",
                  "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1"]) == 0
+    # the step's rollouts came from the fast sampler (the held-out checks use it too)
+    assert TINY.for_tests().rl.rollouts * TINY.for_tests().rl.prompts_per_step in batches
     rows = step_rows(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1]
     assert finite(rows[0]["loss"], rows[0]["rewards/correctness/mean"])
@@ -392,6 +430,21 @@ def test_eval_takes_more_programs_other_ks_and_pass_at_k(sft_run, tmp_path):
     r = results["synthetic k=1"]
     assert r["problems"] == 2 and 0.0 <= r["pass@2"] <= 1.0
     assert r["intervals"]["pass@2"]["low"] <= r["pass@2"] <= r["intervals"]["pass@2"]["high"]
+
+
+def test_runs_share_a_plot_and_noisy_rewards_are_smoothed(tmp_path):
+    from drtriton.training.metrics import moving_mean, plot
+
+    drpo = [{"step": i, "rewards/correctness/mean": float(i % 2)} for i in range(1, 7)] + \
+        [{"step": 6, "heldout_pass1": 0.5}]
+    grpo = [{"step": i, "rewards/correctness/mean": 0.25} for i in range(1, 7)]
+    smoothed = moving_mean(drpo, "rewards/correctness/mean", 2)
+    assert [r["rewards/correctness/mean"] for r in smoothed[:6]] == [1.0, 0.5, 0.5, 0.5, 0.5, 0.5]
+    assert smoothed[6] == {"step": 6, "heldout_pass1": 0.5}
+    svg = plot({"drpo": smoothed, "grpo": grpo}, ["heldout_pass1", "rewards/correctness/mean"], tmp_path / "p.svg",
+               "t").read_text()
+    assert svg.count("<path") == 3  # pass@1: drpo only; rewards: both runs
+    assert ">drpo</text>" in svg and ">grpo</text>" in svg
 
 
 def test_wilson_interval():

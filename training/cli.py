@@ -1,6 +1,6 @@
 """``drtriton-train``: the training pipeline's command line (one subcommand per stage).
 
-Subcommands: ``synth`` (CSP-DAG program synthesis), ``sft``, ``drpo`` and ``eval`` (the runs
+Subcommands: ``synth`` (CSP-DAG program synthesis), ``teach`` (SFT data only), ``sft``, ``drpo`` and ``eval`` (the runs
 of ``runs.py``, configured by a recipe, ``recipes.py``). Each has an ``_add_<name>`` function
 registering its parser and a ``cmd_<name>`` function running it. Bad arguments exit with status
 2 and a one-line reason.
@@ -110,6 +110,7 @@ def _run_args(p, init_help: str) -> None:
     p.add_argument("--verifier-workers", type=_positive, default=2, help="verifier processes for rewards")
     p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
     p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")
+    p.add_argument("--seed", type=_count, help="the recipe's data seed (programs, their order, sampling)")
     p.add_argument("--time-limit", type=_positive, metavar="SECONDS",
                    help="stop training after the step that passes this many seconds (the model is saved)")
 
@@ -123,10 +124,21 @@ def _add_sft(subparsers) -> None:
     p.set_defaults(func=cmd_run, subparser=p, run="sft")
 
 
+def _add_teach(subparsers) -> None:
+    p = subparsers.add_parser("teach", help="only the SFT data: programs taught by the built-in policy, verified "
+                                            "(on a CPU through the Triton interpreter); `sft --out` the same folder reuses it")
+    _run_args(p, "unused")
+    p.add_argument("--teacher-pools", type=_positive, default=1, metavar="N", help="as for sft")
+    p.add_argument("--programs", type=_positive, metavar="N", help="programs to teach (default: the recipe's)")
+    p.set_defaults(func=cmd_run, subparser=p, run="teach")
+
+
 def _add_drpo(subparsers) -> None:
     p = subparsers.add_parser("drpo", help="curriculum RL with DRPO's decoupled reward (or GRPO)")
     _run_args(p, "the SFT checkpoint to start from (an `sft` run's model/)")
     p.add_argument("--algorithm", choices=["drpo", "grpo"], default="drpo", help="grpo: the ablation baseline")
+    p.add_argument("--resume", action="store_true",
+                   help="go on from the last checkpoint in --out (saved every few steps and where --time-limit stops)")
     p.set_defaults(func=cmd_run, subparser=p, run="drpo")
 
 
@@ -147,7 +159,7 @@ def _add_eval(subparsers) -> None:
 
 def cmd_run(args, parser: argparse.ArgumentParser) -> int:
     from drtriton.training import recipes
-    from drtriton.training.runs import RunOptions, run_eval, run_rl, run_sft
+    from drtriton.training.runs import RunOptions, run_eval, run_rl, run_sft, teach
 
     try:
         recipe = recipes.get(args.recipe)
@@ -155,6 +167,10 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
         parser.error(str(e))
     if args.small or args.dry_run:  # a dry run keeps the recipe's model, at test-size data
         recipe = replace(recipe.for_tests(), model=recipe.model) if args.dry_run else recipe.for_tests()
+    if args.seed is not None:
+        recipe = replace(recipe, data=replace(recipe.data, seed=args.seed))
+    if getattr(args, "programs", None):
+        recipe = replace(recipe, sft=replace(recipe.sft, programs=args.programs))
     if args.init is not None and not (args.init / "config.json").is_file():
         parser.error(f"--init {args.init}: no checkpoint there (expected config.json)")
     if args.out.exists() and not args.out.is_dir():
@@ -162,13 +178,17 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
     options = RunOptions(out=args.out, device=args.device, max_steps=args.max_steps, init=args.init,
                          dry_run=args.dry_run, verifier_workers=args.verifier_workers,
                          verifier_gpus=args.verifier_gpus, time_limit_s=args.time_limit,
-                         teacher_pools=getattr(args, "teacher_pools", 1))
+                         teacher_pools=getattr(args, "teacher_pools", 1), resume=getattr(args, "resume", False))
     args.out.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
         print(f"[{args.run}] {message}", file=sys.stderr, flush=True)
 
     try:
+        if args.run == "teach":
+            pairs = teach(recipe, options, say, budget_s=args.time_limit)
+            print(args.out / "data" / "sft.jsonl", f"({len(pairs)} pairs)")
+            return 0
         if args.run == "sft":
             run_sft(recipe, options, say)
         elif args.run == "drpo":
@@ -188,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drtriton-train", description="DRTriton training pipeline")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_synth(subparsers)
+    _add_teach(subparsers)
     _add_sft(subparsers)
     _add_drpo(subparsers)
     _add_eval(subparsers)

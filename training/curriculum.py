@@ -87,6 +87,12 @@ class CurriculumCallback(TrainerCallback):
         self.history.append(record)
         self.log(record)
 
+    def restore(self, history: list[dict]) -> None:
+        """Where a resumed run left off: its checks so far, and the stage they reached."""
+        self.history = list(history)
+        if history:
+            self.dataset.stage = min(history[-1]["stage"] + int(history[-1]["advanced"]), len(self.dataset.stages) - 1)
+
     def on_train_begin(self, args, state, control, **kwargs):
         """The starting checkpoint's rate (after SFT), the baseline RL is measured against."""
         if state.global_step == 0:

@@ -56,12 +56,14 @@ def answer(source: str) -> str:
 
 def sft_pairs(programs: list[dict], verifier: Verifier | list[Verifier], teacher_policies: list | None = None,
               search: SearchConfig | None = None, workers: int = 1, budget_s: float | None = None,
-              progress: Callable[[int, int, bool], None] | None = None) -> list[dict]:
+              progress: Callable[[int, int, bool], None] | None = None,
+              on_pair: Callable[[dict], None] | None = None) -> list[dict]:
     """Chats (`messages`) teaching each program's verified module, in program order.
     `teacher_policies`: None for the built-in policy, else model policies (then only their
     verified answers are kept). `workers` programs are searched at once, spread over the given
     verifiers (several verifiers: several reference workers capturing programs at once).
-    `budget_s`: programs not started by then are left out."""
+    `budget_s`: programs not started by then are left out. `on_pair` gets each pair as it is
+    verified (in completion order)."""
     verifiers = verifier if isinstance(verifier, list) else [verifier]
     search = search or SearchConfig(budget_s=120.0)
     done, lock = 0, threading.Lock()
@@ -86,6 +88,8 @@ def sft_pairs(programs: list[dict], verifier: Verifier | list[Verifier], teacher
                     "teacher": result.policy}
         with lock:
             done += 1
+            if pair is not None and on_pair:
+                on_pair(pair)
             if progress:
                 progress(done, len(programs), result.correct)
         return pair

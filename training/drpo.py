@@ -16,7 +16,8 @@ on-policy, and micro-batches may split a prompt's rollouts.
 
 `DRPOTrainer` is TRL's GRPOTrainer with two changes: the advantages become these coefficients
 (computed from the verifier's rewards: function 0 correctness, function 1 speed), and the loss is
-the one above. `algorithm="grpo"` keeps TRL's GRPO as the ablation baseline.
+the one above. `algorithm="grpo"` keeps TRL's GRPO as the ablation baseline. Both sample their
+rollouts with `sampling.py` where it supports the model (the same sampler for both).
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import sampling
+
 try:  # TRL is the training extra; the math below does not need it
     from trl import GRPOConfig, GRPOTrainer
+    from trl.models import unwrap_model_for_generation
 except ImportError:  # pragma: no cover
     GRPOConfig = GRPOTrainer = object  # type: ignore[misc,assignment]
 
@@ -82,6 +86,9 @@ class DRPOConfig(GRPOConfig):
     lam: float = field(default=0.1, metadata={"help": "temperature of the softmax over correct rollouts' speed"})
     tau: float = field(default=5.0, metadata={"help": "temperature of the log-sum-exp over incorrect rollouts"})
     kl_delta: float = field(default=0.01, metadata={"help": "KL allowed before the penalty starts"})
+    fast_sampling: bool = field(default=True, metadata={
+        "help": "rollouts from training/sampling.py (static cache, CUDA graph) where it supports the model "
+                "and the sampling is plain temperature; else transformers' generate"})
 
 
 class DRPOTrainer(GRPOTrainer):
@@ -98,6 +105,20 @@ class DRPOTrainer(GRPOTrainer):
         update = time.monotonic() - started - (self._scoring_s - scoring_before)
         self._metrics["train"]["time/update_s"].append(update)
         return loss
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        plain = (not self.top_k) and self.top_p in (None, 1.0) and self.min_p is None and \
+            self.repetition_penalty in (None, 1.0)
+        if not (self.args.fast_sampling and plain and not self.use_vllm and not images and not multimodal_fields
+                and sampling.supports(self.accelerator.unwrap_model(self.model))):
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        # as TRL generates: the whole model in hand (ZeRO-3 gathers its shards), no gradients
+        with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model:
+            completion_ids = sampling.sample(model, prompt_ids, self.max_completion_length, self.temperature,
+                                             list(self.eos_token_ids), self._tokenizer.pad_token_id)
+        return completion_ids, None
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)

@@ -63,6 +63,7 @@ class RLSettings:
     threshold: float = 0.5  # held-out pass@1 that moves the curriculum on
     eval_every: int = 20
     steps: int = 200  # optimiser steps unless --max-steps says otherwise
+    save_every: int = 50  # steps between trainer checkpoints (what --resume goes on from)
     use_vllm: bool = False
 
 
@@ -96,14 +97,16 @@ class Recipe:
         )
 
 
-# sized for one GPU in under half an hour (docs/benchmarks.md): ~6M parameters
+# sized for one GPU in under half an hour (docs/benchmarks.md): ~6M parameters. Answers are ~560
+# tokens (median), 2,200 at most; rollouts come from training/sampling.py, fast enough for a few
+# hundred RL steps across resumed runs (`--time-limit`, `--resume`)
 TINY = Recipe(
     name="tiny",
     model=ModelSpec("tiny", hidden=256, layers=6, heads=4, vocab=4096),
     sft=SFTSettings(lr=1e-3, batch=8, epochs=12, max_length=4096, programs=1600, heldout=32, warmup=0.05,
                     teacher_candidates=1, teaching_s=450.0),
-    rl=RLSettings(lr=1e-5, rollouts=8, prompts_per_step=2, max_completion=1536, temperature=0.8,
-                  programs_per_stage=100, heldout_per_stage=16, eval_every=10, steps=120),
+    rl=RLSettings(lr=2e-5, rollouts=8, prompts_per_step=2, max_completion=1536, temperature=0.8,
+                  programs_per_stage=200, heldout_per_stage=32, eval_every=20, steps=400, save_every=50),
 )
 
 QWEN_7B = Recipe(

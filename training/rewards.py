@@ -27,9 +27,10 @@ def completion_text(completion) -> str:
 
 
 class VerifierRewards:
-    def __init__(self, verifier: Verifier, mode: str = "strict"):
+    def __init__(self, verifier: Verifier, mode: str = "strict", quick: bool = True):
         self.verifier = verifier
         self.mode = mode
+        self.quick = quick  # timed against eager only (the speed reward's reference); False: full checks
         self.pool = ThreadPoolExecutor(max_workers=verifier.config.workers, thread_name_prefix="drtriton-reward")
         self._verdicts: dict[str, Verdict] = {}
         self._problems: dict[str, Problem] = {}
@@ -84,8 +85,7 @@ class VerifierRewards:
         parsed = parse_reply(text, problem.candidate_class)
         if not parsed.ok:
             return Verdict(correct=False, status="failed", reasons=[f"no usable code: {parsed.error}"])
-        # quick: timed against eager only, the speed reward's reference
-        return self.verifier.verify(problem, parsed.code, mode=self.mode, quick=True)
+        return self.verifier.verify(problem, parsed.code, mode=self.mode, quick=self.quick)
 
     def forget(self) -> None:
         """Drop cached verdicts (each step's completions are new)."""

@@ -7,7 +7,6 @@ output folder: `data/` (the JSONL it trained on), `model/` (the checkpoint), `me
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import time
@@ -21,6 +20,7 @@ from drtriton.verify import Verifier, VerifyConfig
 from .data import Programs, read_jsonl, rl_prompts, sft_pairs, split_heldout, write_jsonl
 from .recipes import Recipe
 from .rewards import VerifierRewards
+from .sampling import complete_chats
 from .synth.config import Bounds
 
 try:
@@ -42,6 +42,7 @@ class RunOptions:
     verifier_gpus: str | None = None  # e.g. "1": rewards verified on another GPU than training
     time_limit_s: float | None = None  # training stops after the step that passes it (then saves)
     teacher_pools: int = 1  # SFT data: verifiers (each with its own reference worker) teaching at once
+    resume: bool = False  # RL: go on from the output folder's last checkpoint (optimiser, step, curriculum)
 
 
 def _bounds(recipe: Recipe) -> Bounds:
@@ -65,7 +66,7 @@ def _main_process() -> bool:
     return _rank()[0] == 0
 
 
-def _verifier(options: RunOptions) -> Verifier:
+def _verifier(options: RunOptions, **settings) -> Verifier:
     gpus = options.verifier_gpus
     _, local, world = _rank()
     if gpus is None and world > 1 and _device(options.device) == "cuda":
@@ -73,14 +74,17 @@ def _verifier(options: RunOptions) -> Verifier:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = visible.split(",") if visible else [str(i) for i in range(world)]
         gpus = ids[local % len(ids)]
-    return Verifier(VerifyConfig(device=_device(options.device), workers=options.verifier_workers, gpus=gpus))
+    return Verifier(VerifyConfig(device=_device(options.device), workers=options.verifier_workers, gpus=gpus,
+                                 **settings))
 
 
 class TimeLimit(TrainerCallback):
-    """Ends training after the first step that finishes past `seconds` of training."""
+    """Ends training after the first step that finishes past `seconds` of training; with
+    `checkpoint`, saves a trainer checkpoint there (what `--resume` goes on from)."""
 
-    def __init__(self, seconds: float):
+    def __init__(self, seconds: float, checkpoint: bool = False):
         self.seconds = seconds
+        self.checkpoint = checkpoint
         self.started = time.monotonic()
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -89,11 +93,12 @@ class TimeLimit(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if time.monotonic() - self.started >= self.seconds:
             control.should_training_stop = True
+            control.should_save = control.should_save or self.checkpoint
         return control
 
 
-def _callbacks(options: RunOptions, *callbacks) -> list:
-    return [*callbacks, *([TimeLimit(options.time_limit_s)] if options.time_limit_s else [])]
+def _callbacks(options: RunOptions, *callbacks, checkpoint: bool = False) -> list:
+    return [*callbacks, *([TimeLimit(options.time_limit_s, checkpoint)] if options.time_limit_s else [])]
 
 
 # -- models -------------------------------------------------------------------------------------
@@ -176,6 +181,55 @@ def _finish(out: Path, kind: str, summary: dict, keys: list[str]) -> dict:
 # -- SFT ----------------------------------------------------------------------------------------
 
 
+def teach(recipe: Recipe, options: RunOptions, say: Say = print, budget_s: float | None = None) -> list[dict]:
+    """The SFT data: 1-operator programs taught by the built-in policy, every pair verified,
+    in `out/data/sft.jsonl` (and the held-out programs in `heldout.jsonl`). Runs anywhere: on a
+    CPU the kernels run in the Triton interpreter, so a machine without a GPU can teach while the
+    GPU trains. Each pair is also appended to `sft.partial.jsonl` as it is verified, so an
+    interrupted run keeps what it taught; a folder with pairs gets more (see below).
+    `budget_s` (default the recipe's): programs not started by then are left out."""
+    data = options.out / "data"
+    n = recipe.sft.programs + recipe.sft.heldout
+    say(f"synthesising {n} 1-operator programs")
+    programs = Programs.synthesize(n, [1], recipe.data.seed, _bounds(recipe))
+    train_programs, heldout = split_heldout(programs.records, recipe.sft.heldout)
+    # a folder that has pairs already (taught elsewhere, or with another --seed) gets more: its
+    # held-out programs stay held out, and no program is taught twice
+    earlier = read_jsonl(data / "sft.jsonl") if (data / "sft.jsonl").is_file() else []
+    if (data / "heldout.jsonl").is_file():
+        heldout = read_jsonl(data / "heldout.jsonl")
+    skip = {p["id"] for p in earlier} | {p["id"] for p in heldout}
+    train_programs = [p for p in train_programs if p["id"] not in skip]
+    write_jsonl(data / "heldout.jsonl", heldout)
+    device = _device(options.device)
+    say(f"teaching them with the built-in policy; every pair is verified ({device}, "
+        f"{options.verifier_workers * options.teacher_pools} at a time)")
+    teacher = SearchConfig(budget_s=recipe.sft.teacher_budget_s, max_candidates=recipe.sft.teacher_candidates,
+                           quick=True)
+    # in the interpreter timings mean nothing (one timed call instead of a quick check's 30), and
+    # a program whose trial takes over 30 s is left for a GPU to teach
+    settings = {"timing_trials": 1, "timing_warmup": 1, "timeout_s": 30.0} if device == "cpu" else {}
+    taught, partial = time.monotonic(), data / "sft.partial.jsonl"
+    partial.write_text("")
+    with contextlib.ExitStack() as stack, open(partial, "a") as sink:
+        verifiers = [stack.enter_context(_verifier(options, **settings)) for _ in range(options.teacher_pools)]
+
+        def keep(pair: dict) -> None:
+            sink.write(json.dumps(pair) + "\n")
+            sink.flush()
+
+        pairs = sft_pairs(train_programs, verifiers, search=teacher,
+                          workers=options.verifier_workers * options.teacher_pools,
+                          budget_s=budget_s or recipe.sft.teaching_s, on_pair=keep,
+                          progress=lambda i, n, ok: say(f"  pair {i}/{n}: {'verified' if ok else 'no correct module'}"))
+    say(f"{len(pairs)} verified pairs of {len(train_programs)} programs in {time.monotonic() - taught:.0f} s"
+        + (f"; {len(earlier)} pairs were there already" if earlier else ""))
+    pairs = earlier + pairs
+    write_jsonl(data / "sft.jsonl", pairs)
+    partial.unlink()
+    return pairs
+
+
 def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -189,23 +243,7 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
         pairs = read_jsonl(data / "sft.jsonl")
         say(f"reusing {len(pairs)} SFT pairs from {data / 'sft.jsonl'}")
     else:
-        n = recipe.sft.programs + recipe.sft.heldout
-        say(f"synthesising {n} 1-operator programs")
-        programs = Programs.synthesize(n, [1], recipe.data.seed, _bounds(recipe))
-        train_programs, heldout = split_heldout(programs.records, recipe.sft.heldout)
-        write_jsonl(data / "heldout.jsonl", heldout)
-        say(f"teaching them with the built-in policy; every pair is verified ({_device(options.device)}, "
-            f"{options.verifier_workers * options.teacher_pools} at a time)")
-        teacher = SearchConfig(budget_s=recipe.sft.teacher_budget_s, max_candidates=recipe.sft.teacher_candidates,
-                               quick=True)
-        taught = time.monotonic()
-        with contextlib.ExitStack() as stack:
-            verifiers = [stack.enter_context(_verifier(options)) for _ in range(options.teacher_pools)]
-            pairs = sft_pairs(train_programs, verifiers, search=teacher,
-                              workers=options.verifier_workers * options.teacher_pools, budget_s=recipe.sft.teaching_s,
-                              progress=lambda i, n, ok: say(f"  pair {i}/{n}: {'verified' if ok else 'no correct module'}"))
-        write_jsonl(data / "sft.jsonl", pairs)
-        say(f"{len(pairs)} verified pairs of {len(train_programs)} programs in {time.monotonic() - taught:.0f} s")
+        pairs = teach(recipe, options, say)
     if not pairs:
         raise RuntimeError("no verified SFT pair: nothing to train on")
     corpus = [m["content"] for p in pairs for m in p["messages"]]
@@ -249,33 +287,11 @@ def run_sft(recipe: Recipe, options: RunOptions, say: Say = print) -> dict:
 # -- DRPO / GRPO --------------------------------------------------------------------------------
 
 
-def greedy_answers(model, tokenizer, prompts: list[list[dict]], max_new_tokens: int, batch: int = 16) -> list[str]:
-    """The model's greedy answer to each chat prompt (batches, left-padded)."""
-    import torch
-
-    answers, side = [], tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, len(prompts), batch):
-                texts = [tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=False)
-                         for p in prompts[start:start + batch]]
-                enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad)
-                answers += tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    finally:
-        tokenizer.padding_side = side
-        model.train()
-    return answers
-
-
 def pass_at_1(model, tokenizer, rewards, rows: list[dict], max_new_tokens: int) -> float:
     """Greedy answers to held-out prompts, verified: the share that is correct."""
     if not rows:
         return 0.0
-    completions = greedy_answers(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
+    completions = complete_chats(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens)
     verdicts = rewards.verdicts(completions, [r["problem_source"] for r in rows], [r["problem_class"] for r in rows])
     return sum(v.correct for v in verdicts) / len(verdicts)
 
@@ -318,6 +334,10 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         model, tokenizer = base_model(recipe, options, [r["problem_source"] for s in stages for r in s], say)
     r = recipe.rl
     dataset = CurriculumDataset(stages, seed=recipe.data.seed)
+    checkpoints = sorted((out / "trainer").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    resume_from = str(checkpoints[-1]) if options.resume and checkpoints else None
+    if options.resume and not resume_from:
+        say(f"--resume: no checkpoint in {out / 'trainer'}; starting from step 0")
     args = DRPOConfig(
         output_dir=str(out / "trainer"), algorithm=algorithm, learning_rate=r.lr,
         per_device_train_batch_size=r.rollouts * r.prompts_per_step, num_generations=r.rollouts,
@@ -326,7 +346,9 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         loss_type="grpo" if algorithm == "grpo" else "dapo",
         max_steps=_dry_steps(options) if options.dry_run else (options.max_steps if options.max_steps > 0 else r.steps),
         logging_steps=1,
-        save_strategy="no", report_to=[], use_cpu=device == "cpu", bf16=device == "cuda" and recipe.model.kind == "pretrained",
+        # a checkpoint every `save_every` steps and where a time limit stops the run: `--resume` goes on
+        save_strategy="no" if options.dry_run else "steps", save_steps=r.save_every, save_total_limit=1,
+        report_to=[], use_cpu=device == "cpu", bf16=device == "cuda" and recipe.model.kind == "pretrained",
         gradient_checkpointing=False, use_vllm=r.use_vllm and not options.dry_run, vllm_mode="server",
         # no shuffle: the curriculum's stream is shuffled already, and TRL's buffered shuffle of an
         # iterable dataset would hold 1,000 prompts of the old stage after the curriculum moves on
@@ -338,15 +360,25 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
             "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified})
         trainer = DRPOTrainer(model=model, reward_funcs=rewards.functions, args=args,
                               train_dataset=dataset.as_iterable(), processing_class=tokenizer,
-                              callbacks=_callbacks(options, metrics))
+                              callbacks=_callbacks(options, metrics, checkpoint=not options.dry_run))
         trainer.verification_clock = lambda: rewards.seconds
+        history = out / "curriculum.json"
+
+        def log(record: dict) -> None:
+            metrics.write(record)
+            if _main_process():
+                history.write_text(json.dumps(curriculum.history, indent=1) + "\n")
+
         curriculum = CurriculumCallback(
             dataset, heldout, lambda rows: pass_at_1(trainer.model, tokenizer, rewards, rows, r.max_completion),
-            threshold=r.threshold, every=r.eval_every, log=metrics.write)
+            threshold=r.threshold, every=r.eval_every, log=log)
+        if resume_from and history.is_file():
+            curriculum.restore(json.loads(history.read_text()))
         trainer.add_callback(curriculum)
-        say(f"{algorithm.upper()} from {options.init or 'a reduced model (dry run)'}: stages k={list(r.stages)}, "
-            f"{r.rollouts} rollouts per prompt ({parallelism(trainer)})")
-        result = trainer.train()
+        say(f"{algorithm.upper()} from {options.init or 'a reduced model (dry run)'}"
+            + (f", resuming {resume_from} at stage {dataset.stage + 1}" if resume_from else "")
+            + f": stages k={list(r.stages)}, {r.rollouts} rollouts per prompt ({parallelism(trainer)})")
+        result = trainer.train(resume_from_checkpoint=resume_from)
         if not curriculum.history or curriculum.history[-1]["step"] != result.global_step:
             curriculum.check(result.global_step)  # the held-out rate at the end
         path = out / "model"
@@ -371,15 +403,16 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
 def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = None, levels: tuple[int, ...] = (1, 2),
              limit: int | None = None, say: Say = print, heldout: int | None = None,
              ks: tuple[int, ...] | None = None, pass_k: int = 1) -> dict:
-    """A checkpoint through the real pipeline (the model alone, one round) on fresh held-out
-    synthetic programs by k (`heldout` of each, default the recipe's) and on KernelBench: pass@1
-    (greedy) correct, faster than eager, faster than torch.compile, and with `pass_k` > 1 also
-    pass@k (any of k sampled modules correct, at the recipe's RL temperature); every rate with its
-    95% Wilson interval."""
+    """A checkpoint alone, in one round, on fresh held-out synthetic programs by k (`heldout` of
+    each, default the recipe's) and on KernelBench. Every answer is generated first, in batches
+    (greedy: pass@1; with `pass_k` > 1 also `pass_k` samples a problem at the recipe's RL
+    temperature: pass@k, any of them correct), then verified in the verifier's pool: correct and
+    faster than eager, and on KernelBench (full checks) faster than torch.compile; synthetic
+    programs get quick checks, timed against eager only, as the RL reward is. Every rate with
+    its 95% Wilson interval."""
     from drtriton.bench import BenchEntry, summarize, write_report
-    from drtriton.policy.models import HFPolicy
     from drtriton.problem import from_source, load_kernelbench
-    from drtriton.search import Search, SearchConfig
+    from drtriton.prompting import build_messages
 
     from .metrics import wilson
 
@@ -396,19 +429,8 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
         for level in levels:
             problems = load_kernelbench(kernelbench / f"level{level}.jsonl")
             groups[f"KernelBench level {level}"] = problems[:limit] if limit else problems
-    greedy = HFPolicy(str(options.init), device=device, samples=1, temperature=0.0,
-                      max_new_tokens=recipe.rl.max_completion)
-    sampled = None
-    if pass_k > 1:  # the same loaded model, sampling pass_k modules at the recipe's RL temperature
-        sampled = copy.copy(greedy)
-        sampled.samples, sampled.temperature = pass_k, recipe.rl.temperature
-
-    def attempt(problem, verifier, policy) -> tuple:
-        search = Search(problem, verifier, SearchConfig(budget_s=300, builtin=False, rounds=1), policies=[policy])
-        for _ in search.run():
-            pass
-        r = search.result
-        return r, r.verdict or next((a.verdict for a in reversed(r.attempts)), None)
+    model, tokenizer = load_model(options.init, device)
+    max_new = recipe.rl.max_completion
 
     def interval(successes: int, n: int) -> dict:
         return dict(zip(("low", "high"), wilson(successes, n)))
@@ -416,33 +438,46 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
     results = {}
     with _verifier(options) as verifier:
         for name, problems in groups.items():
-            entries, any_of_k = [], 0
-            for i, problem in enumerate(problems):
-                r, verdict = attempt(problem, verifier, greedy)
-                entries.append(BenchEntry(problem, None, verdict, round(r.seconds, 2), r.plan, r.reason))
-                line = verdict.summary if verdict else r.reason
-                if sampled is not None:
-                    r_k, _ = attempt(problem, verifier, sampled)
-                    any_of_k += bool(r_k.correct)
-                    line += f"; pass@{pass_k}: {'yes' if r_k.correct else 'no'}"
+            quick = name.startswith("synthetic")
+            rewards = VerifierRewards(verifier, quick=quick)
+            chats = [build_messages(p.source, p.candidate_class, "strict") for p in problems]
+            sources, classes = [p.source for p in problems], [p.class_name for p in problems]
+            generated = time.monotonic()
+            greedy = complete_chats(model, tokenizer, chats, max_new)
+            sampled = complete_chats(model, tokenizer, [c for c in chats for _ in range(pass_k)], max_new,
+                                     recipe.rl.temperature) if pass_k > 1 else []
+            generation_s = time.monotonic() - generated
+            say(f"{name}: {len(greedy) + len(sampled)} answers generated in {generation_s:.0f} s; verifying")
+            verdicts = rewards.verdicts(greedy, sources, classes)
+            any_of_k = [False] * len(problems)
+            if sampled:
+                more = rewards.verdicts(sampled, [s for s in sources for _ in range(pass_k)],
+                                        [c for c in classes for _ in range(pass_k)])
+                any_of_k = [any(v.correct for v in more[i * pass_k:(i + 1) * pass_k]) for i in range(len(problems))]
+            rewards.close()
+            entries = []
+            for i, (problem, verdict) in enumerate(zip(problems, verdicts)):
+                entries.append(BenchEntry(problem, None, verdict, plan="model"))
+                line = verdict.summary + (f"; pass@{pass_k}: {'yes' if any_of_k[i] else 'no'}" if sampled else "")
                 say(f"  {name} [{i + 1}/{len(problems)}] {problem.name}: {line}")
             summary = summarize(entries)
             folder = options.out / name.replace(" ", "_").replace("=", "")
             write_report(entries, summary, folder, f"{options.init} on {name}")
             n = summary["problems"]
-            counts = {key: round(summary[f"fast_p_{base}"][p] * n) for key, base, p in (
-                ("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0"),
-                ("faster_than_compile", "compile", "1.0"))}
+            rates = [("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0")]
+            if not quick:
+                rates.append(("faster_than_compile", "compile", "1.0"))
+            counts = {key: round(summary[f"fast_p_{base}"][p] * n) for key, base, p in rates}
+            if sampled:
+                counts[f"pass@{pass_k}"] = sum(any_of_k)
             results[name] = {"problems": n, **{key: c / n if n else 0.0 for key, c in counts.items()},
-                             "intervals": {key: interval(c, n) for key, c in counts.items()}}
-            if sampled is not None:
-                results[name][f"pass@{pass_k}"] = any_of_k / n if n else 0.0
-                results[name]["intervals"][f"pass@{pass_k}"] = interval(any_of_k, n)
+                             "intervals": {key: interval(c, n) for key, c in counts.items()},
+                             "generation_s": round(generation_s, 1)}
             ci = results[name]["intervals"]["correct"]
             say(f"{name}: correct {results[name]['correct']:.0%} (95% {ci['low']:.0%}-{ci['high']:.0%}), faster "
-                f"than eager {results[name]['faster_than_eager']:.0%}, than torch.compile "
-                f"{results[name]['faster_than_compile']:.0%}"
-                + (f", pass@{pass_k} {results[name][f'pass@{pass_k}']:.0%}" if sampled is not None else ""))
+                f"than eager {results[name]['faster_than_eager']:.0%}"
+                + (f", than torch.compile {results[name]['faster_than_compile']:.0%}" if not quick else "")
+                + (f", pass@{pass_k} {results[name][f'pass@{pass_k}']:.0%}" if sampled else ""))
     summary = {"checkpoint": str(options.init), "device": device, "results": results,
                "seconds": round(time.monotonic() - started, 1)}
     return _finish(options.out, "eval", summary, [])
