@@ -125,7 +125,7 @@ def test_drpo_resumes_where_a_time_limit_stopped_it(sft_run, tmp_path):
     out = tmp_path / "drpo"
     common = ["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
               "--out", str(out), "--max-steps", "3"]
-    assert main(common + ["--time-limit", "1"]) == 0
+    assert main(common + ["--time-limit", "0.001"]) == 0
     assert [r["step"] for r in step_rows(out / "metrics.jsonl")] == [1]
     assert (out / "trainer" / "checkpoint-1" / "optimizer.pt").is_file()
     assert [c["step"] for c in json.loads((out / "curriculum.json").read_text())] == [0, 1]
@@ -417,6 +417,8 @@ def test_eval_reports_by_k(sft_run, tmp_path):
     for name, r in results.items():
         assert r["problems"] == 1 and 0.0 <= r["faster_than_eager"] <= r["correct"] <= 1.0
         assert (out / name.replace(" ", "_").replace("=", "") / "verdicts.jsonl").is_file()
+        answers = read_jsonl(out / name.replace(" ", "_").replace("=", "") / "answers.jsonl")
+        assert len(answers) == 1 and isinstance(answers[0]["answer"], str)
         ci = r["intervals"]["correct"]
         assert ci["low"] <= r["correct"] <= ci["high"] and ci["high"] - ci["low"] > 0.5  # one program: wide
 

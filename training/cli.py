@@ -36,6 +36,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
 def _nonnegative(text: str) -> int:
     value = _count(text)
     if value < 0:
@@ -111,7 +121,7 @@ def _run_args(p, init_help: str) -> None:
     p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
     p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")
     p.add_argument("--seed", type=_count, help="the recipe's data seed (programs, their order, sampling)")
-    p.add_argument("--time-limit", type=_positive, metavar="SECONDS",
+    p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
                    help="stop training after the step that passes this many seconds (the model is saved)")
 
 

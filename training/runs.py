@@ -463,6 +463,8 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
             summary = summarize(entries)
             folder = options.out / name.replace(" ", "_").replace("=", "")
             write_report(entries, summary, folder, f"{options.init} on {name}")
+            # what the model wrote (the greedy answers), to read beside the verdicts
+            write_jsonl(folder / "answers.jsonl", [{"problem": p.name, "answer": a} for p, a in zip(problems, greedy)])
             n = summary["problems"]
             rates = [("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0")]
             if not quick:
