@@ -101,3 +101,15 @@ def test_hopeless_bounds_fail_fast_with_the_constraint():
 
     with pytest.raises(SynthesisError, match="infeasible constraints: .*max_flops"):
         generate(3, [5], 0, Bounds.make(0, 4))
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["--stages", "0"], ["--stages 0", "at least one operator"]),
+    (["--stages", "1,x"], ["--stages 1,x", "numbers of operators"]),
+    (["--time-limit", "0"], ["must be > 0"]),
+    (["--time-limit", "soon"], ["not a number of seconds"]),
+])
+def test_bad_training_arguments_exit_2(argv, needles, tmp_path, capsys):
+    pytest.importorskip("trl")
+    _fails(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(tmp_path / "o")] + argv, capsys,
+           *needles)

@@ -394,9 +394,13 @@ def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
     batches, real = [], sampling.sample
     monkeypatch.setattr(sampling, "sample", lambda model, prompts, *a, **k: batches.append(len(prompts)) or
                         real(model, prompts, *a, **k))
+    configs, verifier = [], runs.Verifier
+    monkeypatch.setattr(runs, "Verifier", lambda config: configs.append(config) or verifier(config))
     out = tmp_path / "grpo"
     assert main(["drpo", "--algorithm", "grpo", "--recipe", "tiny", "--small", "--device", "cpu",
-                 "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1"]) == 0
+                 "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1", "--stages", "1"]) == 0
+    # a stuck rollout holds a step no longer than the recipe's verification timeout
+    assert [c.timeout_s for c in configs] == [TINY.rl.verify_timeout_s]
     # the step's rollouts came from the fast sampler (the held-out checks use it too)
     assert TINY.for_tests().rl.rollouts * TINY.for_tests().rl.prompts_per_step in batches
     rows = step_rows(out / "metrics.jsonl")
@@ -405,6 +409,8 @@ def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
     assert "drpo/prompts_with_signal" not in rows[0] and "kl" not in rows[0]  # TRL's GRPO, beta 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["algorithm"] == "grpo" and summary["steps"] == 1
+    assert summary["settings"]["stages"] == [1] and sorted(p.name for p in (out / "data").iterdir()) == \
+        ["heldout0_k1.jsonl", "stage0_k1.jsonl"]  # --stages 1: one operator throughout
     assert (out / "model" / "model.safetensors").is_file()
 
 

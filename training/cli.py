@@ -147,6 +147,8 @@ def _add_drpo(subparsers) -> None:
     p = subparsers.add_parser("drpo", help="curriculum RL with DRPO's decoupled reward (or GRPO)")
     _run_args(p, "the SFT checkpoint to start from (an `sft` run's model/)")
     p.add_argument("--algorithm", choices=["drpo", "grpo"], default="drpo", help="grpo: the ablation baseline")
+    p.add_argument("--stages", help="operators per program by curriculum stage, e.g. 1 (stay at one operator) "
+                                    "or 1,2,5 (the recipe's default)")
     p.add_argument("--resume", action="store_true",
                    help="go on from the last checkpoint in --out (saved every few steps and where --time-limit stops)")
     p.set_defaults(func=cmd_run, subparser=p, run="drpo")
@@ -179,6 +181,14 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
         recipe = replace(recipe.for_tests(), model=recipe.model) if args.dry_run else recipe.for_tests()
     if args.seed is not None:
         recipe = replace(recipe, data=replace(recipe.data, seed=args.seed))
+    if getattr(args, "stages", None):
+        try:
+            stages = tuple(int(k) for k in args.stages.split(","))
+        except ValueError:
+            parser.error(f"--stages {args.stages}: expected numbers of operators such as 1,2,5")
+        if not stages or min(stages) < 1:
+            parser.error(f"--stages {args.stages}: each stage needs at least one operator")
+        recipe = replace(recipe, rl=replace(recipe.rl, stages=stages))
     if getattr(args, "programs", None):
         recipe = replace(recipe, sft=replace(recipe.sft, programs=args.programs))
     if args.init is not None and not (args.init / "config.json").is_file():

@@ -64,6 +64,9 @@ class RLSettings:
     eval_every: int = 20
     steps: int = 200  # optimiser steps unless --max-steps says otherwise
     save_every: int = 50  # steps between trainer checkpoints (what --resume goes on from)
+    # a rollout's verification step (load, one trial) may take this long: the rewards of a step wait
+    # for its slowest rollout (one stuck candidate held a tiny-recipe step for 166 s at the default 120 s)
+    verify_timeout_s: float = 60.0
     use_vllm: bool = False
 
 
@@ -106,7 +109,8 @@ TINY = Recipe(
     sft=SFTSettings(lr=1e-3, batch=16, epochs=10, max_length=4096, programs=3000, heldout=32, warmup=0.05,
                     teacher_candidates=1, teaching_s=450.0),
     rl=RLSettings(lr=2e-5, rollouts=8, prompts_per_step=2, max_completion=1536, temperature=0.8,
-                  programs_per_stage=200, heldout_per_stage=32, eval_every=20, steps=400, save_every=50),
+                  programs_per_stage=200, heldout_per_stage=32, eval_every=20, steps=400, save_every=50,
+                  verify_timeout_s=30.0),
 )
 
 QWEN_7B = Recipe(

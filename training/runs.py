@@ -353,7 +353,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         # no shuffle: the curriculum's stream is shuffled already, and TRL's buffered shuffle of an
         # iterable dataset would hold 1,000 prompts of the old stage after the curriculum moves on
         shuffle_dataset=False, seed=recipe.data.seed, remove_unused_columns=False)
-    with _verifier(options) as verifier:
+    with _verifier(options, timeout_s=r.verify_timeout_s) as verifier:
         rewards = VerifierRewards(verifier)
         metrics = MetricsLog(out / "metrics.jsonl", extra=lambda: {
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
@@ -380,7 +380,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
             + f": stages k={list(r.stages)}, {r.rollouts} rollouts per prompt ({parallelism(trainer)})")
         result = trainer.train(resume_from_checkpoint=resume_from)
         if not curriculum.history or curriculum.history[-1]["step"] != result.global_step:
-            curriculum.check(result.global_step)  # the held-out rate at the end
+            curriculum.check(result.global_step, advance=False)  # the held-out rate at the end: a measurement
         path = out / "model"
         if _main_process():
             _save(trainer.model, tokenizer, path)
