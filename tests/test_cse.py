@@ -109,3 +109,20 @@ def test_generated_arctangent_is_short_and_imports_only_what_it_uses():
     assert source.count("tl.abs(") == 1
     assert "import math" not in source and "import torch.nn.functional as F" not in source
     compile(source, "atan", "exec")
+
+
+def test_builtins_atomics_and_prints_keep_their_statements():
+    """`min(...)`/`float(...)` of constants stay constexpr (a local would make them tensors); no
+    load is named across an atomic, a print or an assertion; a store's arguments still are."""
+    source = '''def k(x_ptr, out, BLOCK: tl.constexpr):
+    r = tl.arange(0, min(BLOCK, 32)) + tl.arange(0, min(BLOCK, 32))
+    m = tl.where(r > 0, float("-inf"), 0.0) + tl.where(r > 1, float("-inf"), 1.0)
+    a = tl.atomic_add(out, tl.load(x_ptr) * 2.0) + tl.load(x_ptr) * 2.0
+    tl.device_print("v", tl.load(x_ptr) * 2.0, tl.load(x_ptr) * 2.0)
+'''
+    assert name_common_subexpressions(source) == source
+    store = '''def k(x_ptr, out):
+    tl.store(out, tl.exp(tl.load(x_ptr)) + tl.exp(tl.load(x_ptr)))
+'''
+    assert name_common_subexpressions(store).splitlines()[1:] == ["    _t_0 = tl.exp(tl.load(x_ptr))",
+                                                                  "    tl.store(out, _t_0 + _t_0)"]

@@ -66,11 +66,13 @@ def test_samples_follow_the_softmax_at_the_temperature():
     assert 0.5 * (freq - probs).abs().sum() < 0.05  # total variation; about 0.02 from sampling noise alone
 
 
-def test_only_plain_qwen2_is_supported():
+def test_only_plain_fp32_qwen2_is_supported():
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     assert supports(_model())
     assert not supports(_model(use_sliding_window=True, sliding_window=4))
+    assert not supports(_model().to(torch.bfloat16))  # transformers' generate samples those
+    assert not supports(_model(hidden_act="gelu"))
     llama = AutoModelForCausalLM.from_config(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
                                                          num_hidden_layers=1, num_attention_heads=2))
     assert not supports(llama)
@@ -113,3 +115,8 @@ def test_every_decode_step_draws_new_noise(graph):
     rows = sample(model, [PROMPTS[0]] * 8, 16, 1.0, [-1], 1, use_graph=graph)  # no end of sequence
     assert all(len(set(row)) > 4 for row in rows)
     assert len({tuple(row) for row in rows}) == 8
+
+
+def test_one_new_token_needs_no_decode_step():
+    model = _model(eos=95)
+    assert [len(c) for c in sample(model, PROMPTS, 1, 0.0, [95], 1, use_graph=True)] == [1, 1, 1]

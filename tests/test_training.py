@@ -92,6 +92,36 @@ def test_teach_adds_pairs_from_another_seed_and_keeps_the_held_out_set(tmp_path)
     assert not set(ids) & {p["id"] for p in heldout}
 
 
+def test_teach_keeps_what_an_interrupted_run_verified(tmp_path):
+    out = tmp_path / "sft"
+    base = ["teach", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(out), "--programs", "2"]
+    assert main(base) == 0
+    pairs = read_jsonl(out / "data" / "sft.jsonl")
+    # as if a run had been stopped after verifying one pair: sft.jsonl not yet written
+    write_jsonl(out / "data" / "sft.partial.jsonl", pairs[:1])
+    (out / "data" / "sft.jsonl").unlink()
+    assert main(base + ["--seed", "3"]) == 0
+    again = read_jsonl(out / "data" / "sft.jsonl")
+    assert again[0] == pairs[0] and len({p["id"] for p in again}) == len(again)
+
+
+def test_each_purpose_draws_its_own_programs(tmp_path):
+    from drtriton.training.runs import _trained_on, program_seed
+
+    seeds = {program_seed(purpose, seed, i) for purpose in ("sft", "rl", "eval") for seed in range(3)
+             for i in range(3)}
+    assert len(seeds) == 27  # no stream reused: `teach --seed 1` no longer draws RL seed 0's prompts
+    # what a checkpoint was trained on: its run's data and, through `init`, the run it started from
+    sft, rl = tmp_path / "sft", tmp_path / "drpo"
+    write_jsonl(sft / "data" / "sft.jsonl", [{"id": "a"}])
+    write_jsonl(sft / "data" / "heldout.jsonl", [{"id": "h"}])
+    write_jsonl(rl / "data" / "stage0_k1.jsonl", [{"id": "b"}])
+    write_jsonl(rl / "data" / "heldout0_k1.jsonl", [{"id": "h2"}])
+    (rl / "summary.json").write_text(json.dumps({"init": str(sft / "model")}))
+    assert _trained_on(rl / "model") == {"a", "b"} and _trained_on(sft / "model") == {"a"}
+    assert _trained_on(tmp_path / "elsewhere" / "model") == set()
+
+
 def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
     out = tmp_path / "drpo"
     assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
@@ -129,6 +159,9 @@ def test_drpo_resumes_where_a_time_limit_stopped_it(sft_run, tmp_path):
     assert [r["step"] for r in step_rows(out / "metrics.jsonl")] == [1]
     assert (out / "trainer" / "checkpoint-1" / "optimizer.pt").is_file()
     assert [c["step"] for c in json.loads((out / "curriculum.json").read_text())] == [0, 1]
+    with pytest.raises(SystemExit) as refused:  # without --resume: checkpoints of another run are in the way
+        main(common)
+    assert refused.value.code == 2
     assert main(common + ["--resume"]) == 0
     assert [r["step"] for r in step_rows(out / "metrics.jsonl")] == [1, 2, 3]
     summary = json.loads((out / "summary.json").read_text())

@@ -7,6 +7,7 @@ output folder: `data/` (the JSONL it trained on), `model/` (the checkpoint), `me
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -43,6 +44,13 @@ class RunOptions:
     time_limit_s: float | None = None  # training stops after the step that passes it (then saves)
     teacher_pools: int = 1  # SFT data: verifiers (each with its own reference worker) teaching at once
     resume: bool = False  # RL: go on from the output folder's last checkpoint (optimiser, step, curriculum)
+
+
+def program_seed(purpose: str, seed: int, index: int = 0) -> int:
+    """The synthesis seed of one set of programs: SFT teaching, an RL stage, an evaluation, each
+    from its own stream (with plain offsets, `teach --seed 1` drew RL seed 0's first stage)."""
+    digest = hashlib.sha256(f"{purpose}:{seed}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def _bounds(recipe: Recipe) -> Bounds:
@@ -191,14 +199,20 @@ def teach(recipe: Recipe, options: RunOptions, say: Say = print, budget_s: float
     data = options.out / "data"
     n = recipe.sft.programs + recipe.sft.heldout
     say(f"synthesising {n} 1-operator programs")
-    programs = Programs.synthesize(n, [1], recipe.data.seed, _bounds(recipe))
+    programs = Programs.synthesize(n, [1], program_seed("sft", recipe.data.seed), _bounds(recipe))
     train_programs, heldout = split_heldout(programs.records, recipe.sft.heldout)
     # a folder that has pairs already (taught elsewhere, or with another --seed) gets more: its
     # held-out programs stay held out, and no program is taught twice
     earlier = read_jsonl(data / "sft.jsonl") if (data / "sft.jsonl").is_file() else []
+    partial = data / "sft.partial.jsonl"
+    if partial.is_file():  # pairs an interrupted run verified
+        known = {p["id"] for p in earlier}
+        earlier += [p for p in read_jsonl(partial) if p["id"] not in known]
     if (data / "heldout.jsonl").is_file():
         heldout = read_jsonl(data / "heldout.jsonl")
-    skip = {p["id"] for p in earlier} | {p["id"] for p in heldout}
+    held = {p["id"] for p in heldout}
+    earlier = [p for p in earlier if p["id"] not in held]  # never train on a held-out program
+    skip = {p["id"] for p in earlier} | held
     train_programs = [p for p in train_programs if p["id"] not in skip]
     write_jsonl(data / "heldout.jsonl", heldout)
     device = _device(options.device)
@@ -209,7 +223,8 @@ def teach(recipe: Recipe, options: RunOptions, say: Say = print, budget_s: float
     # in the interpreter timings mean nothing (one timed call instead of a quick check's 30), and
     # a program whose trial takes over 30 s is left for a GPU to teach
     settings = {"timing_trials": 1, "timing_warmup": 1, "timeout_s": 30.0} if device == "cpu" else {}
-    taught, partial = time.monotonic(), data / "sft.partial.jsonl"
+    taught = time.monotonic()
+    write_jsonl(data / "sft.jsonl", earlier)  # what the partial file held is safe before it restarts
     partial.write_text("")
     with contextlib.ExitStack() as stack, open(partial, "a") as sink:
         verifiers = [stack.enter_context(_verifier(options, **settings)) for _ in range(options.teacher_pools)]
@@ -307,7 +322,7 @@ def rl_data(recipe: Recipe, out: Path, say: Say) -> tuple[list[list[dict]], list
             continue
         n = recipe.rl.programs_per_stage + recipe.rl.heldout_per_stage
         say(f"synthesising {n} programs of {k} operators (stage {index + 1})")
-        programs = Programs.synthesize(n, [k], recipe.data.seed + 1 + index, _bounds(recipe))
+        programs = Programs.synthesize(n, [k], program_seed("rl", recipe.data.seed, index), _bounds(recipe))
         train, held = split_heldout(rl_prompts(programs.records), recipe.rl.heldout_per_stage)
         if _main_process():  # every process synthesises the same programs (same seed); one writes
             write_jsonl(train_path, train)
@@ -334,10 +349,15 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         model, tokenizer = base_model(recipe, options, [r["problem_source"] for s in stages for r in s], say)
     r = recipe.rl
     dataset = CurriculumDataset(stages, seed=recipe.data.seed)
-    checkpoints = sorted((out / "trainer").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+    # complete checkpoints (a save cut short has no trainer_state.json), newest last
+    checkpoints = sorted((p for p in (out / "trainer").glob("checkpoint-*") if (p / "trainer_state.json").is_file()),
+                         key=lambda p: int(p.name.split("-")[-1]))
     resume_from = str(checkpoints[-1]) if options.resume and checkpoints else None
     if options.resume and not resume_from:
         say(f"--resume: no checkpoint in {out / 'trainer'}; starting from step 0")
+    if checkpoints and not options.resume:
+        raise ValueError(f"{out / 'trainer'} holds checkpoints of an earlier run: add --resume to go on from "
+                         f"{checkpoints[-1].name}, or give another --out")
     args = DRPOConfig(
         output_dir=str(out / "trainer"), algorithm=algorithm, learning_rate=r.lr,
         per_device_train_batch_size=r.rollouts * r.prompts_per_step, num_generations=r.rollouts,
@@ -372,8 +392,9 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         curriculum = CurriculumCallback(
             dataset, heldout, lambda rows: pass_at_1(trainer.model, tokenizer, rewards, rows, r.max_completion),
             threshold=r.threshold, every=r.eval_every, log=log)
-        if resume_from and history.is_file():
-            curriculum.restore(json.loads(history.read_text()))
+        if resume_from and history.is_file():  # the checks up to the checkpoint's step (a crash may have come later)
+            step = json.loads((Path(resume_from) / "trainer_state.json").read_text())["global_step"]
+            curriculum.restore([c for c in json.loads(history.read_text()) if c["step"] <= step])
         trainer.add_callback(curriculum)
         say(f"{algorithm.upper()} from {options.init or 'a reduced model (dry run)'}"
             + (f", resuming {resume_from} at stage {dataset.stage + 1}" if resume_from else "")
@@ -384,7 +405,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         path = out / "model"
         if _main_process():
             _save(trainer.model, tokenizer, path)
-        summary = {"recipe": recipe.name, "algorithm": algorithm, "steps": result.global_step,
+        summary = {"recipe": recipe.name, "algorithm": algorithm, "init": str(options.init), "steps": result.global_step,
                    "final_stage": dataset.stage, "curriculum": curriculum.history, "model": str(path),
                    "verified_completions": rewards.verified, "verification_s": round(rewards.seconds, 1),
                    "seconds": round(time.monotonic() - started, 1), "settings": asdict(r),
@@ -398,6 +419,25 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
 
 
 # -- evaluation ---------------------------------------------------------------------------------
+
+
+def _trained_on(checkpoint: Path) -> set[str]:
+    """Ids of the programs in the data of the run that wrote `checkpoint` (RUN/model beside
+    RUN/data) and of the run it started from (its summary's `--init`, and so on back)."""
+    ids: set[str] = set()
+    run, seen_runs = Path(checkpoint).parent, set()
+    while run not in seen_runs and (run / "data").is_dir():
+        seen_runs.add(run)
+        for path in (run / "data").glob("*.jsonl"):
+            if path.name.startswith("heldout"):
+                continue  # held out from that run's training: fair to evaluate on
+            ids |= {r["id"] for r in read_jsonl(path) if "id" in r}
+        summary = run / "summary.json"
+        init = json.loads(summary.read_text()).get("init") if summary.is_file() else None
+        if not init:
+            break
+        run = Path(init).parent
+    return ids
 
 
 def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = None, levels: tuple[int, ...] = (1, 2),
@@ -421,10 +461,14 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
     started = time.monotonic()
     device = _device(options.device)
     groups: dict[str, list] = {}
-    for k in ks or recipe.rl.stages:  # seeds apart from training's
-        programs = Programs.synthesize(heldout or recipe.rl.heldout_per_stage, [k], recipe.data.seed + 1000 + k,
-                                       _bounds(recipe))
-        groups[f"synthetic k={k}"] = [from_source(p["code"], "Model", name=p["id"]) for p in programs.records]
+    seen = _trained_on(options.init)
+    for k in ks or recipe.rl.stages:  # a seed stream of its own, and nothing the checkpoint was trained on
+        programs = Programs.synthesize(heldout or recipe.rl.heldout_per_stage, [k],
+                                       program_seed("eval", recipe.data.seed, k), _bounds(recipe))
+        fresh = [p for p in programs.records if p["id"] not in seen]
+        if len(fresh) < len(programs.records):
+            say(f"synthetic k={k}: {len(programs.records) - len(fresh)} programs left out (in the training data)")
+        groups[f"synthetic k={k}"] = [from_source(p["code"], "Model", name=p["id"]) for p in fresh]
     if kernelbench is not None:
         for level in levels:
             problems = load_kernelbench(kernelbench / f"level{level}.jsonl")

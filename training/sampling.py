@@ -21,11 +21,15 @@ _CHECK_EVERY = 16  # decode steps between looks at the end-of-sequence flags (ea
 
 
 def supports(model) -> bool:
-    """A Qwen2 model this sampler reproduces: full attention, plain RoPE."""
+    """A Qwen2 model this sampler reproduces: full attention, plain RoPE, SiLU, fp32 weights (the
+    tiny recipe's; bf16 would need transformers' fp32 islands), every weight in this process (not
+    DeepSpeed ZeRO-3 shards)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) != "qwen2":
         return False
-    if getattr(config, "use_sliding_window", False):
+    if getattr(config, "use_sliding_window", False) or getattr(config, "hidden_act", "silu") != "silu":
+        return False
+    if any(p.dtype != torch.float32 or hasattr(p, "ds_id") for p in model.parameters()):
         return False
     rope = getattr(config, "rope_scaling", None) or {}
     rope_type = rope.get("rope_type", rope.get("type", "default")) if isinstance(rope, dict) else "default"
@@ -144,7 +148,7 @@ def sample(model, prompts: list[list[int]], max_new_tokens: int, temperature: fl
         step.add_(1)
 
     run = decode
-    if (device.type == "cuda") if use_graph is None else use_graph:
+    if max_new_tokens > 1 and ((device.type == "cuda") if use_graph is None else use_graph):
         run = _captured(decode, token, out, done, slot, step)
     for i in range(1, max_new_tokens):
         if i % _CHECK_EVERY == 0 and bool(done.all()):
@@ -180,7 +184,9 @@ def complete_chats(model, tokenizer, chats: list[list[dict]], max_new_tokens: in
     texts = [tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in chats]
     ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    eos = [tokenizer.eos_token_id]
+    # every end of sequence the model's generation config knows, as TRL and generate stop at
+    config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    eos = sorted({tokenizer.eos_token_id, *(config_eos if isinstance(config_eos, list) else [config_eos])} - {None})
     was_training = model.training
     model.eval()
     answers = []

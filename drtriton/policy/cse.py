@@ -11,9 +11,15 @@ the statement that uses it, in dependency order; a subexpression used once stays
 from __future__ import annotations
 
 import ast
+import builtins
 
-# calls whose repetition is not the same value, or that act: never merged
+# calls that act: never named; a statement with one other than a store is left alone (a repeated
+# load after an atomic may read what the atomic wrote); a store's own arguments are evaluated first
 _EFFECTS = ("store", "atomic", "print", "assert", "barrier")
+_ORDERED = _EFFECTS[1:]
+# not runtime values: a name of these alone keeps an expression constexpr (`min(BLOCK, 32)`,
+# `float("-inf")`), and a local assigned such an expression would become a tensor
+_STATIC = set(dir(builtins)) | {"tl", "triton", "math"}
 # expressions that may not evaluate every part (a constexpr branch may be invalid on the other side)
 _OPAQUE = (ast.IfExp, ast.Lambda, ast.BoolOp, ast.NamedExpr, ast.ListComp, ast.SetComp, ast.DictComp,
            ast.GeneratorExp, ast.Await, ast.Yield, ast.YieldFrom)
@@ -74,14 +80,13 @@ def _candidate(node: ast.AST) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.operand, (ast.Constant, ast.Name)):
         return False
     names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-    if not any(n != "tl" and not n.isupper() for n in names):
+    if not any(n not in _STATIC and not n.isupper() for n in names):
         return False
-    for n in ast.walk(node):
-        if isinstance(n, _OPAQUE):
-            return False
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith(_EFFECTS):
-            return False
-    return True
+    return not any(isinstance(n, _OPAQUE) for n in ast.walk(node)) and not _calls(node, _EFFECTS)
+
+
+def _calls(node: ast.AST, kinds: tuple[str, ...]) -> bool:
+    return any(isinstance(n, ast.Call) and any(k in ast.unparse(n.func) for k in kinds) for n in ast.walk(node))
 
 
 def _count(node: ast.AST, counts: dict[str, int]) -> None:
@@ -96,7 +101,7 @@ def _count(node: ast.AST, counts: dict[str, int]) -> None:
 def _split(stmt: ast.stmt, taken: set[str]) -> list[ast.stmt] | None:
     """[definitions..., the statement using them], or None when nothing repeats."""
     value = getattr(stmt, "value", None)
-    if value is None:
+    if value is None or _calls(value, _ORDERED):
         return None
     counts: dict[str, int] = {}
     _count(value, counts)
