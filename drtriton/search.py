@@ -36,7 +36,7 @@ from .policy.models import ModelError, ModelPolicy
 from .policy.program import MAX_FRAGMENT_OPS, VIEWS, Program
 from .problem import Problem, ProblemError
 from .prompting import build_messages, parse_reply
-from .verify import Verdict, Verifier
+from .verify import Cancelled, Verdict, Verifier
 from .verify.verdict import FAILED
 
 WHOLE = "whole module"
@@ -111,6 +111,11 @@ def _faster(a: Verdict, b: Verdict | None) -> bool:
     ta = a.timings.candidate.median_ms if a.timings else None
     tb = b.timings.candidate.median_ms if b.timings else None
     return ta is not None and (tb is None or ta < tb)
+
+
+class _Closed(Cancelled):
+    """The search was closed: a job that was about to start a check stops instead (outside a
+    fragment job, what a check cancelled under way raises)."""
 
 
 def _drain(gen: Iterator[Event], put) -> object:
@@ -327,6 +332,8 @@ class Search:
     def _guarded(self, job) -> Iterator[Event]:
         try:
             return (yield from job())
+        except _Closed:
+            return None
         except Exception as e:
             note = f"a fragment's check failed: {describe_exception(e)}"
             self.notes.append(note)
@@ -485,6 +492,8 @@ class Search:
     def _verify(self, problem: Problem, source: str, policy: str, plan: str, fragment: str, quick: bool,
                 attempt_id: int, tokens: int | None = None, generation_s: float | None = None,
                 mode: str | None = None) -> Iterator[Event]:
+        if self.cancel.is_set():  # closed while this job ran on in its thread: no new check starts
+            raise _Closed()
         t0 = time.monotonic()
         verdict = self.verifier.verify(problem, source, cancel=self.cancel, quick=quick or self.config.quick,
                                        mode=mode or self.config.mode, cuda_graph=self.config.cuda_graph)
