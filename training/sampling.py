@@ -187,13 +187,14 @@ def complete_chats(model, tokenizer, chats: list[list[dict]], max_new_tokens: in
     # every end of sequence the model's generation config knows, as TRL and generate stop at
     config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     eos = sorted({tokenizer.eos_token_id, *(config_eos if isinstance(config_eos, list) else [config_eos])} - {None})
+    fast = supports(model)
     was_training = model.training
     model.eval()
     answers = []
     try:
         for start in range(0, len(ids), batch):
             chunk = ids[start:start + batch]
-            if supports(model):
+            if fast:
                 out = sample(model, chunk, max_new_tokens, temperature, eos, pad)
             else:
                 out = _generate(model, chunk, max_new_tokens, temperature, pad)

@@ -68,34 +68,63 @@ def _whole_lines(stmt: ast.stmt, lines: list[str]) -> bool:
     return not before.strip() and (not after or after.startswith("#"))
 
 
-def _key(node: ast.AST) -> str:
-    return ast.dump(node, annotate_fields=False)
+def _shapes(root: ast.AST) -> dict[int, tuple[int, bool]]:
+    """id(node) -> (its structure, worth a name) for every node under `root`, in one bottom-up
+    pass: equal subtrees get the same small int (comparing `ast.dump`s of every node instead took
+    seconds on a 100 KB kernel, on the path of every candidate). Worth a name: an operation on a
+    runtime value (not a constant or a constexpr-only expression such as `BLOCK // 2`), with no
+    effect and no part that may go unevaluated."""
+    structures: dict[tuple, int] = {}
+    facts: dict[int, tuple[int, bool]] = {}
+
+    def visit(node: ast.AST) -> tuple[int, bool, bool]:  # structure, reads a runtime value, clean
+        parts, runtime, clean = [type(node).__name__], False, not isinstance(node, _OPAQUE)
+        for field, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            if not any(isinstance(c, ast.AST) for c in children):
+                parts.append((field, repr(value)))
+                continue
+            seen = [visit(c) if isinstance(c, ast.AST) else (repr(c), False, True) for c in children]
+            parts.append((field, tuple(x[0] for x in seen)))
+            runtime = runtime or any(x[1] for x in seen)
+            clean = clean and all(x[2] for x in seen)
+        if isinstance(node, ast.Name):
+            runtime = node.id not in _STATIC and not node.id.isupper()
+        if isinstance(node, ast.Call) and any(k in _callee(node) for k in _EFFECTS):
+            clean = False
+        structure = structures.setdefault(tuple(parts), len(structures))
+        operation = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.Subscript)) and not (
+            isinstance(node, ast.UnaryOp) and isinstance(node.operand, (ast.Constant, ast.Name)))
+        facts[id(node)] = (structure, operation and runtime and clean)
+        return structure, runtime, clean
+
+    visit(root)
+    return facts
 
 
-def _candidate(node: ast.AST) -> bool:
-    """Worth a name: an operation on a runtime value (not a constant or a constexpr-only
-    expression such as `BLOCK // 2`), without effects."""
-    if not isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.Subscript)):
-        return False
-    if isinstance(node, ast.UnaryOp) and isinstance(node.operand, (ast.Constant, ast.Name)):
-        return False
-    names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]
-    if not any(n not in _STATIC and not n.isupper() for n in names):
-        return False
-    return not any(isinstance(n, _OPAQUE) for n in ast.walk(node)) and not _calls(node, _EFFECTS)
+def _callee(call: ast.Call) -> str:
+    """The dotted name a call calls (`tl.atomic_add`), as far as it is names."""
+    parts, func = [], call.func
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    return ".".join(reversed(parts))
 
 
 def _calls(node: ast.AST, kinds: tuple[str, ...]) -> bool:
-    return any(isinstance(n, ast.Call) and any(k in ast.unparse(n.func) for k in kinds) for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) and any(k in _callee(n) for k in kinds) for n in ast.walk(node))
 
 
-def _count(node: ast.AST, counts: dict[str, int]) -> None:
+def _count(node: ast.AST, facts: dict[int, tuple[int, bool]], counts: dict[int, int]) -> None:
     if isinstance(node, _OPAQUE):
         return
-    if _candidate(node):
-        counts[_key(node)] = counts.get(_key(node), 0) + 1
+    structure, worth = facts[id(node)]
+    if worth:
+        counts[structure] = counts.get(structure, 0) + 1
     for child in ast.iter_child_nodes(node):
-        _count(child, counts)
+        _count(child, facts, counts)
 
 
 def _split(stmt: ast.stmt, taken: set[str]) -> list[ast.stmt] | None:
@@ -103,18 +132,19 @@ def _split(stmt: ast.stmt, taken: set[str]) -> list[ast.stmt] | None:
     value = getattr(stmt, "value", None)
     if value is None or _calls(value, _ORDERED):
         return None
-    counts: dict[str, int] = {}
-    _count(value, counts)
+    facts = _shapes(value)
+    counts: dict[int, int] = {}
+    _count(value, facts, counts)
     repeated = {k for k, c in counts.items() if c >= 2}
     if not repeated:
         return None
     target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
     stem = target.id if isinstance(target, ast.Name) else "_t"
-    names: dict[str, str] = {}  # subexpression -> placeholder (not an identifier: cannot clash)
+    names: dict[int, str] = {}  # subexpression -> placeholder (not an identifier: cannot clash)
     definitions: list[tuple[str, ast.expr]] = []
 
     def rewrite(node: ast.AST) -> ast.AST:
-        key = _key(node) if isinstance(node, ast.expr) else None
+        key = facts[id(node)][0]  # the node's structure before its children are rewritten
         if key in names:
             return ast.Name(names[key], ast.Load())
         if not isinstance(node, _OPAQUE):
