@@ -15,24 +15,32 @@
 set -euo pipefail
 stage=$1 run=$2
 runs="drpo_s0 drpo_s1 grpo_s0 grpo_s1"
+# runs side by side: run i on GPU i mod (GPUs), each with its share of the cores as verifier workers
+gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
+workers() { local n=$1; echo $(( $(nproc) / n > 3 ? $(nproc) / n - 1 : 2 )); }
+on_gpu() { echo $(( $1 % gpus )); }
 case $stage in
   teach)
     drtriton-train teach --recipe tiny --time-limit "$3" --out "$run/sft" "${@:4}" ;;
   sft)
     drtriton-train sft --recipe tiny --device cuda --teacher-pools 4 --verifier-workers 4 --out "$run/sft" "${@:3}" ;;
   rl)
-    seconds=$3
+    seconds=$3 i=0
     for name in $runs; do
-      drtriton-train drpo --recipe tiny --algorithm "${name%_s*}" --seed "${name#*_s}" --device cuda --verifier-workers 3 \
+      CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train drpo --recipe tiny --algorithm "${name%_s*}" --seed "${name#*_s}" \
+        --device cuda --verifier-workers "$(workers 4)" \
         --init "$run/sft/model" --time-limit "$seconds" --out "$run/$name" "${@:4}" >> "$run/$name.log" 2>&1 &
+      i=$((i + 1))
     done
     wait ;;
   eval)
+    i=0
     for name in sft $runs; do
       model=$run/$name/model
       [ -e "$model/config.json" ] || continue
-      drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 --ks 1 --verifier-workers 3 \
-        --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+      CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 \
+        --ks 1 --verifier-workers "$(workers 5)" --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+      i=$((i + 1))
     done
     wait
     grep -H "^\[eval\] synthetic k=[0-9]*:" "$run"/eval_*.log || true ;;

@@ -53,6 +53,19 @@ def test_completions_end_at_the_first_end_of_sequence_token():
         assert row == (full[:full.index(stop) + 1] if stop in full else full)
 
 
+def test_rollouts_that_end_early_are_reported_while_the_rest_decode():
+    model = _model(eos=95)
+    free = sample(model, PROMPTS, 40, 0.0, [95], 1, use_graph=False)
+    stop = free[0][4]  # the first row ends at its fifth token; the others later or never
+    heard = []
+    ours = sample(model, PROMPTS, 40, 0.0, [stop], 1, use_graph=False,
+                  on_done=lambda row, ids: heard.append((row, ids)))
+    last = max(range(len(ours)), key=lambda r: len(ours[r]))
+    assert heard and heard[0] == (0, ours[0])  # reported with the ids the batch returns
+    assert all(ids == ours[row] and ids[-1] == stop for row, ids in heard)  # only ended rows, once each
+    assert len({row for row, _ in heard}) == len(heard) and last not in {row for row, _ in heard}
+
+
 def test_samples_follow_the_softmax_at_the_temperature():
     model = _model(eos=95)
     temperature, n = 0.7, 4000

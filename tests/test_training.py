@@ -180,11 +180,14 @@ def _script_rollouts(monkeypatch, tokenizer):
 
     def generate(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         completions = []
+        ended = self._on_rollout_done(len(prompt_ids))  # what the sampler calls as a rollout ends
         for i, ids in enumerate(prompt_ids):
             task = tokenizer.decode(ids).rsplit("<|im_start|>user", 1)[-1]  # the program to convert
             good = next(fenced(code) for marker, code in honest.items() if marker in task)
             text = good if i % 2 == 0 else cheat
             completions.append(tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id])
+            if i % 2 == 0:  # the honest rollout ends first: its verification starts during "generation"
+                ended(i, completions[-1])
         calls.append((list(prompt_ids), completions))
         return completions, None
 
@@ -226,7 +229,11 @@ def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
         assert r["rewards/correctness/mean"] == 0.5
         assert r["drpo/prompts_with_signal"] == 1.0
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["verified_completions"] >= 4 and summary["verification_s"] > 0
+    assert summary["verification_s"] > 0
+    # the honest rollouts' early verifications were the ones the rewards used (the text the trainer
+    # decoded matched the sampler's), each verified once
+    # two distinct honest rollouts (relu, then row sum: a repeat is a cached verdict) and two refused
+    assert summary["verified_early"] == 2 and summary["verified_completions"] == 4
 
     # step 1's loss by hand: with one correct and one wrong rollout the coefficients are +1 and -1,
     # so loss = -(s_correct - s_wrong); the policy is still the reference, so the KL term is 0
@@ -369,6 +376,28 @@ def test_speed_reward_is_log_speedup_for_correct_completions_only():
     assert speed(prompts=[None], completions=[fenced(code["fast"]) + " "], problem_source=[RELU],
                  problem_class=["Model"]) == [pytest.approx(math.log(2.0))]
     assert stub.calls == 4 and len(rewards._verdicts) == 1
+    rewards.close()
+
+
+class _BrokenVerifier(_StubVerifier):
+    def verify(self, problem, code, mode="strict", quick=False):
+        self.calls += 1
+        if "boom" in code:
+            raise RuntimeError("worker pool went away")
+        return self.verdicts[code.strip()]
+
+
+def test_a_rollout_that_breaks_the_verifier_scores_zero_and_the_batch_goes_on():
+    ok = "class ModelNew:\n    name = 'ok'"
+    stub = _BrokenVerifier({ok: Verdict(correct=True, status="correct", speedup_eager=1.5)})
+    rewards = VerifierRewards(stub)
+    correctness, _ = rewards.functions
+    completions = [fenced(ok), fenced("class ModelNew:\n    name = 'boom'"), fenced(ok + " ")]
+    kwargs = {"problem_source": [RELU, RELU, "this is not python ("], "problem_class": ["Model"] * 3}
+    assert correctness(prompts=[None] * 3, completions=completions, **kwargs) == [1.0, 0.0, 0.0]
+    broken = rewards.verdicts(completions, kwargs["problem_source"], kwargs["problem_class"])
+    assert "RuntimeError: worker pool went away" in broken[1].reasons[0]
+    assert broken[2].reasons[0].startswith("verification failed:")  # the problem itself did not load
     rewards.close()
 
 

@@ -94,10 +94,15 @@ class DRPOConfig(GRPOConfig):
 class DRPOTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages and loss are DRPO's (unless `algorithm="grpo"`). It also logs
     where a step's time goes: generation, verification (`verification_clock`: seconds the reward
-    functions spent verifying, set by the caller) and the update."""
+    functions waited for verdicts, set by the caller; with `early_verify` part of the verifying
+    happens during generation) and the update."""
 
     verification_clock = staticmethod(lambda: 0.0)
+    # early_verify(text, row): start verifying a rollout as the sampler finishes it (`row` is its
+    # dataset row), so verification overlaps the decoding of the longer rollouts; set by the caller
+    early_verify = None
     _scoring_s = 0.0
+    _rows: list = []
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         started, scoring_before = time.monotonic(), self._scoring_s
@@ -117,8 +122,20 @@ class DRPOTrainer(GRPOTrainer):
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
                                          gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model:
             completion_ids = sampling.sample(model, prompt_ids, self.max_completion_length, self.temperature,
-                                             list(self.eos_token_ids), self._tokenizer.pad_token_id)
+                                             list(self.eos_token_ids), self._tokenizer.pad_token_id,
+                                             on_done=self._on_rollout_done(len(prompt_ids)))
         return completion_ids, None
+
+    def _on_rollout_done(self, rollouts: int):
+        """The sampler's callback: decode a finished rollout as TRL will and start its verification.
+        Only where the rows in hand are this batch's, one per rollout."""
+        if self.early_verify is None or len(self._rows) != rollouts:
+            return None
+        rows, verify = self._rows, self.early_verify
+
+        def done(index: int, ids: list[int]) -> None:
+            verify(self.processing_class.decode(ids, skip_special_tokens=True), rows[index])
+        return done
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -127,7 +144,11 @@ class DRPOTrainer(GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         started, verified_before = time.monotonic(), self.verification_clock()
-        output = super()._generate_and_score_completions(inputs)
+        self._rows = inputs
+        try:
+            output = super()._generate_and_score_completions(inputs)
+        finally:
+            self._rows = []
         elapsed, verification = time.monotonic() - started, self.verification_clock() - verified_before
         self._scoring_s += elapsed
         self._metrics["train"]["time/generation_s"].append(elapsed - verification)

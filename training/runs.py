@@ -377,11 +377,13 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         rewards = VerifierRewards(verifier)
         metrics = MetricsLog(out / "metrics.jsonl", extra=lambda: {
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
-            "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified})
+            "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified,
+            "verified_early": rewards.early_used})
         trainer = DRPOTrainer(model=model, reward_funcs=rewards.functions, args=args,
                               train_dataset=dataset.as_iterable(), processing_class=tokenizer,
                               callbacks=_callbacks(options, metrics, checkpoint=not options.dry_run))
         trainer.verification_clock = lambda: rewards.seconds
+        trainer.early_verify = lambda text, row: rewards.early(text, row["problem_source"], row["problem_class"])
         history = out / "curriculum.json"
 
         def log(record: dict) -> None:
@@ -407,7 +409,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
             _save(trainer.model, tokenizer, path)
         summary = {"recipe": recipe.name, "algorithm": algorithm, "init": str(options.init), "steps": result.global_step,
                    "final_stage": dataset.stage, "curriculum": curriculum.history, "model": str(path),
-                   "verified_completions": rewards.verified, "verification_s": round(rewards.seconds, 1),
+                   "verified_completions": rewards.verified, "verified_early": rewards.early_used,
+                   "verification_s": round(rewards.seconds, 1),
                    "seconds": round(time.monotonic() - started, 1), "settings": asdict(r),
                    "parallelism": parallelism(trainer)}
         rewards.close()

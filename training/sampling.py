@@ -15,6 +15,8 @@ it covers (others go through `generate`). Tests compare it with transformers tok
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
 _CHECK_EVERY = 16  # decode steps between looks at the end-of-sequence flags (each is a sync)
@@ -105,9 +107,12 @@ def _pick(logits: torch.Tensor, temperature: float) -> torch.Tensor:
 
 @torch.no_grad()
 def sample(model, prompts: list[list[int]], max_new_tokens: int, temperature: float, eos_ids: list[int],
-           pad_id: int, use_graph: bool | None = None) -> list[list[int]]:
+           pad_id: int, use_graph: bool | None = None,
+           on_done: Callable[[int, list[int]], None] | None = None) -> list[list[int]]:
     """One completion per prompt (token ids, up to and including the first end-of-sequence
-    token, as TRL masks them). `use_graph`: None = on CUDA."""
+    token, as TRL masks them). `use_graph`: None = on CUDA. `on_done(row, ids)` hears of each
+    completion that ends before the last one does, at the look at the flags after its end (so
+    its verification can start while the rest decode)."""
     device = model.device
     w = _Weights(model)
     batch, longest = len(prompts), max(len(p) for p in prompts)
@@ -150,15 +155,22 @@ def sample(model, prompts: list[list[int]], max_new_tokens: int, temperature: fl
     run = decode
     if max_new_tokens > 1 and ((device.type == "cuda") if use_graph is None else use_graph):
         run = _captured(decode, token, out, done, slot, step)
-    for i in range(1, max_new_tokens):
-        if i % _CHECK_EVERY == 0 and bool(done.all()):
-            break
-        run()
-    completions = []
-    for row in out.tolist():
+    def cut(row: list[int]) -> list[int]:
         end = next((j for j, t in enumerate(row) if t in eos_ids), len(row) - 1)
-        completions.append(row[:end + 1])
-    return completions
+        return row[:end + 1]
+
+    told: set[int] = set()
+    for i in range(1, max_new_tokens):
+        if i % _CHECK_EVERY == 0:
+            flags = done.tolist()
+            if all(flags):
+                break
+            if on_done is not None:
+                for row in [r for r, flag in enumerate(flags) if flag and r not in told]:
+                    told.add(row)
+                    on_done(row, cut(out[row, :i].tolist()))
+        run()
+    return [cut(row) for row in out.tolist()]
 
 
 def _captured(step, *state: torch.Tensor):
