@@ -4,6 +4,7 @@ the GRPO ablation, and the 7B recipe's dry runs. The pure DRPO math is in test_d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -14,7 +15,7 @@ pytest.importorskip("ortools")
 
 import torch  # noqa: E402
 
-from drtriton.training import runs  # noqa: E402
+from drtriton.training import runs, sampling  # noqa: E402
 from drtriton.training.cli import main  # noqa: E402
 from drtriton.training.curriculum import CurriculumCallback, CurriculumDataset  # noqa: E402
 from drtriton.training.data import read_jsonl, rl_prompts, write_jsonl  # noqa: E402
@@ -122,8 +123,29 @@ def test_each_purpose_draws_its_own_programs(tmp_path):
     assert _trained_on(tmp_path / "elsewhere" / "model") == set()
 
 
-def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
+def test_drpo_two_steps_through_the_cli(sft_run, tmp_path, monkeypatch):
     out = tmp_path / "drpo"
+    # the sampler decodes while holding the GPU as the verifier shares it (on a GPU, Verifier.gpu):
+    # a rollout's timing never overlaps the decoding of the others
+    held, sampled_holding = [], []
+
+    @contextlib.contextmanager
+    def shared():
+        held.append(True)
+        try:
+            yield
+        finally:
+            held.pop()
+
+    real_sample = sampling.sample
+
+    def sample(*args, **kwargs):
+        if "on_done" in kwargs:  # the trainer's rollouts (held-out answers come through complete_chats)
+            sampled_holding.append(bool(held))
+        return real_sample(*args, **kwargs)
+
+    monkeypatch.setattr(DRPOTrainer, "gpu_shared", staticmethod(shared))
+    monkeypatch.setattr(sampling, "sample", sample)
     assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
                  "--out", str(out), "--max-steps", "2"]) == 0
     for name in CHECKPOINT_FILES:
@@ -147,6 +169,7 @@ def test_drpo_two_steps_through_the_cli(sft_run, tmp_path):
     # (eval_every 1), not twice at the end
     assert [c["step"] for c in summary["curriculum"]] == [0, 1, 2]
     assert "rewards/correctness/mean" in (out / "metrics.svg").read_text()
+    assert len(sampled_holding) == 2 and all(sampled_holding)  # each step's rollouts
 
 
 def test_drpo_resumes_where_a_time_limit_stopped_it(sft_run, tmp_path):

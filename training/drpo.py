@@ -22,6 +22,7 @@ rollouts with `sampling.py` where it supports the model (the same sampler for bo
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -101,6 +102,9 @@ class DRPOTrainer(GRPOTrainer):
     # early_verify(text, row): start verifying a rollout as the sampler finishes it (`row` is its
     # dataset row), so verification overlaps the decoding of the longer rollouts; set by the caller
     early_verify = None
+    # the GPU as the verifier shares it (`Verifier.gpu.shared`): the sampler decodes under it, so a
+    # rollout timed while others still decode waits for the GPU alone, as timing always does
+    gpu_shared = staticmethod(contextlib.nullcontext)
     _scoring_s = 0.0
     _rows: list = []
 
@@ -120,7 +124,8 @@ class DRPOTrainer(GRPOTrainer):
                                                  has_tool_images)
         # as TRL generates: the whole model in hand (ZeRO-3 gathers its shards), no gradients
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model:
+                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model, \
+                self.gpu_shared():
             completion_ids = sampling.sample(model, prompt_ids, self.max_completion_length, self.temperature,
                                              list(self.eos_token_ids), self._tokenizer.pad_token_id,
                                              on_done=self._on_rollout_done(len(prompt_ids)))

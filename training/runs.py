@@ -384,6 +384,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
                               callbacks=_callbacks(options, metrics, checkpoint=not options.dry_run))
         trainer.verification_clock = lambda: rewards.seconds
         trainer.early_verify = lambda text, row: rewards.early(text, row["problem_source"], row["problem_class"])
+        if verifier.cuda:
+            trainer.gpu_shared = verifier.gpu.shared
         history = out / "curriculum.json"
 
         def log(record: dict) -> None:
