@@ -510,6 +510,7 @@ def test_eval_reports_by_k(sft_run, tmp_path):
         assert (out / name.replace(" ", "_").replace("=", "") / "verdicts.jsonl").is_file()
         answers = read_jsonl(out / name.replace(" ", "_").replace("=", "") / "answers.jsonl")
         assert len(answers) == 1 and isinstance(answers[0]["answer"], str)
+        assert answers[0]["correct"] == (r["correct"] == 1.0)  # each answer with its verdict, for paired comparisons
         ci = r["intervals"]["correct"]
         assert ci["low"] <= r["correct"] <= ci["high"] and ci["high"] - ci["low"] > 0.5  # one program: wide
 
@@ -523,6 +524,8 @@ def test_eval_takes_more_programs_other_ks_and_pass_at_k(sft_run, tmp_path):
     r = results["synthetic k=1"]
     assert r["problems"] == 2 and 0.0 <= r["pass@2"] <= 1.0
     assert r["intervals"]["pass@2"]["low"] <= r["pass@2"] <= r["intervals"]["pass@2"]["high"]
+    answers = read_jsonl(out / "synthetic_k1" / "answers.jsonl")
+    assert sum(a["pass@2"] for a in answers) == round(r["pass@2"] * 2)
 
 
 def test_runs_share_a_plot_and_noisy_rewards_are_smoothed(tmp_path):
@@ -606,3 +609,25 @@ def test_time_limit_stops_training_after_the_step_that_passes_it():
     assert not control.should_training_stop
     TimeLimit(0).on_step_end(None, _State(1), control)
     assert control.should_training_stop
+
+
+def test_checkpoints_compared_on_the_programs_all_answered(tmp_path):
+    import runpy
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def folder(name, correct):
+        write_jsonl(tmp_path / name / "synthetic_k1" / "answers.jsonl",
+                    [{"problem": p, "correct": c, "answer": ""} for p, c in correct.items()])
+        return tmp_path / name
+
+    sft = folder("eval_sft", {"a": True, "b": False, "c": False, "d": True, "e": False})
+    rl = folder("eval_drpo_s0", {"a": True, "b": True, "c": True, "d": False})  # e left out (trained on)
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "compare_evals.py"
+    out = subprocess.run([sys.executable, str(script), str(sft), str(rl)], capture_output=True, text=True, check=True).stdout
+    assert "4 programs answered by every checkpoint" in out
+    assert "| eval_sft | 50.0% (2) |" in out and "| eval_drpo_s0 | 75.0% (3) |" in out
+    assert "+2 / -1 | 1.000 |" in out  # 3 discordant pairs, 2 to 1: no evidence either way
+    sign_test = runpy.run_path(str(script))["sign_test"]
+    assert sign_test(10, 0) == pytest.approx(2 / 1024) and sign_test(0, 0) == 1.0

@@ -513,7 +513,10 @@ def run_eval(recipe: Recipe, options: RunOptions, kernelbench: Path | None = Non
             folder = options.out / name.replace(" ", "_").replace("=", "")
             write_report(entries, summary, folder, f"{options.init} on {name}")
             # what the model wrote (the greedy answers), to read beside the verdicts
-            write_jsonl(folder / "answers.jsonl", [{"problem": p.name, "answer": a} for p, a in zip(problems, greedy)])
+            write_jsonl(folder / "answers.jsonl", [
+                {"problem": p.name, "correct": v.correct, "status": v.status, "answer": a,
+                 **({f"pass@{pass_k}": hit} if sampled else {})}
+                for p, a, v, hit in zip(problems, greedy, verdicts, any_of_k)])
             n = summary["problems"]
             rates = [("correct", "eager", "0.0"), ("faster_than_eager", "eager", "1.0")]
             if not quick:
