@@ -481,11 +481,20 @@ def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
                         real(model, prompts, *a, **k))
     configs, verifier = [], runs.Verifier
     monkeypatch.setattr(runs, "Verifier", lambda config: configs.append(config) or verifier(config))
+    trainer_args, init = [], DRPOTrainer.__init__
+
+    def recording_init(self, *a, **kw):
+        trainer_args.append(kw["args"])
+        init(self, *a, **kw)
+    monkeypatch.setattr(DRPOTrainer, "__init__", recording_init)
     out = tmp_path / "grpo"
     assert main(["drpo", "--algorithm", "grpo", "--recipe", "tiny", "--small", "--device", "cpu",
                  "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1", "--stages", "1"]) == 0
     # a stuck rollout holds a step no longer than the recipe's verification timeout
     assert [c.timeout_s for c in configs] == [TINY.rl.verify_timeout_s]
+    # GRPO's reward is correctness + 0.1 x the speed reward: a correct rollout slower than eager
+    # still outranks a wrong one (at weight 1 it did not, and GRPO un-learned correctness)
+    assert trainer_args[0].reward_weights == [1.0, TINY.rl.grpo_speed_weight] and TINY.rl.grpo_speed_weight == 0.1
     # the step's rollouts came from the fast sampler (the held-out checks use it too)
     assert TINY.for_tests().rl.rollouts * TINY.for_tests().rl.prompts_per_step in batches
     rows = step_rows(out / "metrics.jsonl")

@@ -364,6 +364,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         max_completion_length=r.max_completion, temperature=r.temperature, lam=r.lam, tau=r.tau,
         beta=r.beta if algorithm == "drpo" else 0.0, kl_delta=r.kl_delta,
         loss_type="grpo" if algorithm == "grpo" else "dapo",
+        # DRPO reads the two rewards apart; GRPO's advantage comes from their weighted sum
+        reward_weights=[1.0, r.grpo_speed_weight] if algorithm == "grpo" else None,
         max_steps=_dry_steps(options) if options.dry_run else (options.max_steps if options.max_steps > 0 else r.steps),
         logging_steps=1,
         # a checkpoint every `save_every` steps and where a time limit stops the run: `--resume` goes on
