@@ -20,7 +20,8 @@ OPS = list(ops.VOCABULARY.values())
 def test_registry_shape():
     assert 90 <= len(ops.VOCABULARY) <= 200  # KernelBench's 67, then Core ATen's elementwise math
     assert ops.CATEGORIES == ("elementwise_unary", "elementwise_binary", "matmul", "conv", "pool", "norm",
-                              "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent")
+                              "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent",
+                              "factorization")
     for category in ops.CATEGORIES:
         assert ops.by_category(category), category
     for name, op in ops.VOCABULARY.items():

@@ -246,6 +246,31 @@ def plain(x_ptr):
     assert forget_autotuning(None) == 0
 
 
+@pytest.mark.parametrize("quick", [True, False])
+def test_only_full_checks_tune_again_before_timing(quick):
+    """A quick check (RL rewards, teaching) times the configurations its trials tuned: re-tuning
+    every autotuned kernel with the GPU held alone held RL steps for minutes. A full check tunes
+    again, alone."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from drtriton.verify.verifier import VerifyConfig, _Check
+
+    requests = []
+    timing = {"median_ms": 1.0, "p25_ms": 1.0, "p75_ms": 1.0, "min_ms": 1.0, "mean_ms": 1.0, "trials": 3}
+
+    def candidate_call(request, timeout=None):
+        requests.append(request)
+        return {"timings": {"candidate": timing, "eager": timing}, "bandwidth_bytes_per_ms": 1.0,
+                "replay_ms": [], "checks": []}
+
+    check = SimpleNamespace(config=VerifyConfig(), quick=quick, launches=[], candidate_call=candidate_call,
+                            check_timed_outputs=lambda checks, trials: None,
+                            verifier=SimpleNamespace(gpu=SimpleNamespace(exclusive=contextlib.nullcontext)))
+    _Check.measure(check, floor_bytes=0, input_bytes=4)
+    assert requests[0]["retune"] is (not quick) and requests[0]["compile"] is (not quick)
+
+
 def test_a_near_miss_against_an_fp32_reference_below_its_resolution_goes_to_float64(cpu_verifier):
     """The exact answer is 0 and the fp32 reference is noise: the candidate (float64 sums) is
     judged against the reference run in float64, and the trials say so."""

@@ -10,14 +10,15 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping
 
-from drtriton.ops import conv, elementwise, indexing, linalg, loss, norm, pool, recurrent, reduce, sort
+from drtriton.ops import conv, elementwise, factorization, indexing, linalg, loss, norm, pool, recurrent, reduce, sort
 from drtriton.ops.layout import LAYOUT, LayoutOp
 from drtriton.ops.operator import (ANY_RANK, CATEGORIES, DOMAINS, Axis, Choice, ModuleCall, Operator, Param,
                                    Slot, Spatial)
 from drtriton.ops.shape import ShapeError
 
 _ALL = (elementwise.OPERATORS + linalg.OPERATORS + conv.OPERATORS + pool.OPERATORS + norm.OPERATORS
-        + reduce.OPERATORS + sort.OPERATORS + loss.OPERATORS + indexing.OPERATORS + recurrent.OPERATORS)
+        + reduce.OPERATORS + sort.OPERATORS + loss.OPERATORS + indexing.OPERATORS + recurrent.OPERATORS
+        + factorization.OPERATORS)
 
 #: name -> Operator, ordered by category then definition.
 VOCABULARY: Mapping[str, Operator] = MappingProxyType(

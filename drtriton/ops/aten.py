@@ -451,6 +451,64 @@ def _mode(node, values):
     return "mode", {"dim": _axis_of(values, a), "keepdim": bool(a["keepdim"])}
 
 
+# -- small dense linear algebra (drtriton.policy.emit.factorization) ---------------------------
+
+def _flag(name: str, default: bool):
+    return lambda a: bool(a.get(name, default))
+
+
+def _linalg(name: str, schema: list[str], defaults: dict, attrs: dict | None = None,
+            require: dict | None = None) -> Callable:
+    """An aten linear-algebra operator onto `name`: `attrs` maps attribute names to functions
+    of the arguments; `require` lists arguments that must hold a value (pivot=True)."""
+    def m(node, values):
+        a = _args(node, schema, defaults)
+        if any(a.get(k) != v for k, v in (require or {}).items()):
+            return None
+        return name, {k: f(a) for k, f in (attrs or {}).items()}
+    return m
+
+
+_UPPER_ARG = {"upper": _flag("upper", False)}
+_LINALG = {
+    "aten.linalg_lu_factor_ex.default": _linalg("lu_factor", ["A", "pivot", "check_errors"], {"pivot": True},
+                                                require={"pivot": True}),
+    "aten.linalg_lu_factor.default": _linalg("lu_factor", ["A", "pivot"], {"pivot": True}, require={"pivot": True}),
+    "aten.linalg_lu.default": _linalg("lu", ["A", "pivot"], {"pivot": True}, require={"pivot": True}),
+    "aten.lu_unpack.default": _linalg("lu_unpack", ["LU", "pivots", "unpack_data", "unpack_pivots"],
+                                      {"unpack_data": True, "unpack_pivots": True},
+                                      require={"unpack_data": True, "unpack_pivots": True}),
+    "aten.linalg_lu_solve.default": _linalg("lu_solve", ["LU", "pivots", "B", "left", "adjoint"],
+                                            {"left": True, "adjoint": False},
+                                            {"left": _flag("left", True), "adjoint": _flag("adjoint", False)}),
+    "aten._linalg_det.default": _linalg("det", ["A"], {}),
+    "aten.linalg_det.default": _linalg("det", ["A"], {}),
+    "aten.det.default": _linalg("det", ["A"], {}),
+    "aten._linalg_slogdet.default": _linalg("slogdet", ["A"], {}),
+    "aten.linalg_inv.default": _linalg("inv", ["A"], {}),
+    "aten.linalg_inv_ex.default": _linalg("inv", ["A", "check_errors"], {}),
+    "aten.inverse.default": _linalg("inv", ["A"], {}),
+    "aten.linalg_tensorinv.default": _linalg("inv", ["A", "ind"], {"ind": 2}, {"ind": lambda a: int(a["ind"])}),
+    "aten.linalg_solve.default": _linalg("solve", ["A", "B", "left"], {"left": True}, {"left": _flag("left", True)}),
+    "aten._linalg_solve_ex.default": _linalg("solve", ["A", "B", "left", "check_errors"], {"left": True},
+                                             {"left": _flag("left", True)}),
+    "aten.linalg_solve_ex.default": _linalg("solve", ["A", "B", "left", "check_errors"], {"left": True},
+                                            {"left": _flag("left", True)}),
+    "aten.cholesky.default": _linalg("cholesky", ["A", "upper"], {}, _UPPER_ARG),
+    "aten.linalg_cholesky.default": _linalg("cholesky", ["A", "upper"], {}, _UPPER_ARG),
+    "aten.linalg_cholesky_ex.default": _linalg("cholesky", ["A", "upper", "check_errors"], {}, _UPPER_ARG),
+    "aten.cholesky_solve.default": _linalg("cholesky_solve", ["B", "L", "upper"], {}, _UPPER_ARG),
+    "aten.cholesky_inverse.default": _linalg("cholesky_inverse", ["L", "upper"], {}, _UPPER_ARG),
+    "aten.linalg_solve_triangular.default": _linalg(
+        "solve_triangular", ["A", "B"], {}, {"upper": _flag("upper", False), "left": _flag("left", True),
+                                             "unitriangular": _flag("unitriangular", False)}),
+    "aten.triangular_solve.default": _linalg(
+        "triangular_solve", ["B", "A", "upper", "transpose", "unitriangular"], {},
+        {"upper": _flag("upper", True), "transpose": _flag("transpose", False),
+         "unitriangular": _flag("unitriangular", False)}),
+}
+
+
 # -- losses -----------------------------------------------------------------------------------
 
 def _pointwise_loss(name: str, extra: list[str], defaults: dict):
@@ -800,6 +858,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.kthvalue.default": _kthvalue, "aten.median.default": _median("median"), "aten.median.dim": _median("median"),
     "aten.nanmedian.default": _median("nanmedian"), "aten.nanmedian.dim": _median("nanmedian"),
     "aten.mode.default": _mode,
+    **_LINALG,
     "aten.lstm.input": _recurrent("lstm"), "aten.gru.input": _recurrent("gru"),
     "aten.rnn_tanh.input": _recurrent("rnn_tanh"), "aten.rnn_relu.input": _recurrent("rnn_relu"),
     "aten.mse_loss.default": _pointwise_loss("mse_loss", [], {}),

@@ -18,7 +18,7 @@ from drtriton.ops.shape import ConcreteContext, Dim, RankContext, ShapeContext, 
 #: The fixed set of categories (``Operator.category``).
 CATEGORIES: tuple[str, ...] = (
     "elementwise_unary", "elementwise_binary", "matmul", "conv", "pool",
-    "norm", "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent",
+    "norm", "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent", "factorization",
 )
 
 #: Ranks a generated tensor may have. Rank 5 is the largest an operator here needs (conv3d).

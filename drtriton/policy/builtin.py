@@ -17,8 +17,8 @@ from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported
-from .emit import (attention, batchnorm, conv, copies, elementwise, gather, loss, matmul, norms, pool, pytorch,
-                   recurrent, rows, scan, scatter, sort)
+from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, loss, matmul, norms, pool,
+                   pytorch, recurrent, rows, scan, scatter, sort)
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -52,6 +52,7 @@ EMITTERS = {
     "loss": loss,
     "indexing": _ByOp(gather, scatter=scatter, index_put=scatter),  # the store side: its own template
     "recurrent": recurrent,  # LSTM, GRU, RNN: the sequence walked inside one kernel
+    "factorization": factorization,  # LU, Cholesky, triangular solves: a matrix per program
 }
 
 PYTORCH = None  # the choice "run this fragment as PyTorch"

@@ -608,6 +608,10 @@ class _Check:
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick,
+                   # a quick check keeps the configurations its trials tuned (re-tuning every
+                   # autotuned kernel with the GPU held alone made RL steps wait for minutes);
+                   # a full check tunes again, alone
+                   "retune": not self.quick,
                    # three sets at once (the references', the candidate's last and new ones) do
                    # not fit: the candidate's calls repeat nothing
                    "lean": 3 * input_bytes > INPUT_SETS_BUDGET_BYTES}

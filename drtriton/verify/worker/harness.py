@@ -740,8 +740,11 @@ class CandidateHarness:
 
         # The correctness trials autotuned beside other checks sharing the GPU, so the choice can
         # be far off (L2/75: 2.2 ms in one bench, 3.6 ms in the next, same code). Timing holds
-        # the GPU alone: the first warmup call tunes again. (Nested launches are not counted.)
-        forget_autotuning(self.candidate_module)
+        # the GPU alone: the first warmup call tunes again, unless the request says not to (quick
+        # checks: the trials' choice, which can only understate the candidate's speed).
+        # (Nested launches are not counted.)
+        if req.get("retune", True):
+            forget_autotuning(self.candidate_module)
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
