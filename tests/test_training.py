@@ -251,6 +251,9 @@ def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
     for r in rows:  # one honest and one refused rollout per prompt, as the real verifier judged them
         assert r["rewards/correctness/mean"] == 0.5
         assert r["drpo/prompts_with_signal"] == 1.0
+    # each step logs its slowest verification and where that time went
+    assert rows[0]["verify/slowest/s"] > 0 and rows[0]["verify/slowest/status"] in ("correct", "rejected")
+    assert rows[0]["verify/slowest/static"] >= 0 and rows[0]["verify/slowest/trials"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["verification_s"] > 0
     # the honest rollouts' early verifications were the ones the rewards used (the text the trainer

@@ -44,6 +44,9 @@ class VerifierRewards:
         self.seconds = 0.0  # time the reward functions waited for verdicts (for the step-time breakdown)
         self.verified = 0
         self.early_used = 0  # verdicts started early that a reward function then used
+        # the batch's slowest verification and where its time went (phase -> s): what a step
+        # that waits long for its rewards waits for
+        self.slowest: dict = {}
 
         # TRL names reward functions by __name__
         def correctness(prompts, completions, problem_source, problem_class, **kwargs):
@@ -103,6 +106,9 @@ class VerifierRewards:
             with self._lock:
                 self._verdicts[key] = verdict
                 self._started.pop(key, None)
+        if futures:
+            slow = max((self._verdicts[k] for k in futures), key=lambda v: v.elapsed_s)
+            self.slowest = {"s": slow.elapsed_s, "status": slow.status, **slow.phases_s}
         self.seconds += time.monotonic() - started
         self.verified += len(futures)
         self.early_used += early

@@ -380,7 +380,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         metrics = MetricsLog(out / "metrics.jsonl", extra=lambda: {
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
             "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified,
-            "verified_early": rewards.early_used})
+            "verified_early": rewards.early_used,
+            **{f"verify/slowest/{k}": v for k, v in rewards.slowest.items()}})
         trainer = DRPOTrainer(model=model, reward_funcs=rewards.functions, args=args,
                               train_dataset=dataset.as_iterable(), processing_class=tokenizer,
                               callbacks=_callbacks(options, metrics, checkpoint=not options.dry_run))
