@@ -16,7 +16,8 @@ the Triton interpreter. Each case failed before its fix:
 - lgamma, digamma, erfinv, ndtri, erfcx, i0/i0e/i1/i1e: new vocabulary records (pure tl.* expressions);
   later Bessel J0/J1/Y0/Y1 (evaluated in float64), K0/K1 scaled or not, spherical j0, and angle;
 - pow with a number as the base (logspace, `2.0 ** x`): pow_tensor with the number in the base's place;
-- addbmm: lowered to bmm, a sum over the batch and the scaled add.
+- addbmm: lowered to bmm, a sum over the batch and the scaled add;
+- bucketize: a vocabulary indexing record, a binary search per element in the gather template.
 """
 
 from __future__ import annotations
@@ -74,3 +75,23 @@ CASES = [
 @pytest.mark.parametrize("expr,inputs,op", CASES, ids=[c[0] for c in CASES])
 def test_common_op_gaps(cpu_verifier, expr, inputs, op):
     check(cpu_verifier, source(expr, inputs), [op], mode="mixed" if "pow(1.0" in expr else "strict")
+
+
+# bucketize: ties with the boundaries (a repeated one), both sides of every boundary, NaN and the
+# infinities (PyTorch's comparisons put NaN last), right=True, int32 indices in an epilogue, a
+# 0-d input (OpInfo's sample) and boundaries longer than one halving loop's worth of lanes
+_EDGES = "torch.tensor([-2.0, -1.0, -1.0, 0.0, 0.5, 3.0])"
+_AT_EDGES = ("torch.tensor([-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0, 4.0, float('nan'), float('inf'), "
+             "-float('inf')]).repeat(3, 1)")
+BUCKETIZE = [
+    ("torch.bucketize(x, b)", f"{_AT_EDGES}, {_EDGES}"),
+    ("torch.bucketize(x, b, right=True)", f"{_AT_EDGES}, {_EDGES}"),
+    ("torch.bucketize(x, b, out_int32=True, right=True) * 2", f"torch.randn(4, 7) * 2, {_EDGES}"),
+    ("torch.bucketize(x, b)", "torch.randn(()), torch.randn(5).sort().values"),
+    ("torch.bucketize(x.t(), b)", "torch.randn(50, 3), torch.randn(300).sort().values"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs", BUCKETIZE, ids=[f"{e}-{i}" for i, (e, _) in enumerate(BUCKETIZE)])
+def test_bucketize(cpu_verifier, expr, inputs):
+    check(cpu_verifier, source(expr, inputs, args="x, b"), ["bucketize"])

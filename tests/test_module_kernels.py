@@ -29,6 +29,19 @@ def test_repeated_kernels_are_emitted_once():
                         "exp_kernel[grid](relu_1, e, n)"]
 
 
+def test_kernels_calling_different_helpers_are_different_kernels():
+    """Elementwise templates may call device helpers (a recurrence's loop): a kernel calling the
+    Chebyshev helper is not one calling the Legendre helper, whatever else they share."""
+    call = KERNEL.replace("tl.maximum(", "{helper}(").replace(", 0.0)", ", 3.0)")
+    kernels = [call.format(name="t_kernel", out="t_out", val="t", helper="_chebyshev_polynomial_t"),
+               call.format(name="p_kernel", out="p_out", val="p", helper="_legendre_polynomial_p"),
+               call.format(name="t_kernel2", out="t2_out", val="t2", helper="_chebyshev_polynomial_t")]
+    lines = ["t_kernel[grid](x, t, n)", "p_kernel[grid](x, p, n)", "t_kernel2[grid](x, t2, n)"]
+    kept, launched = share_kernels(kernels, lines)
+    assert [re.search(r"def (\w+)\(", k).group(1) for k in kept] == ["t_kernel", "p_kernel"]
+    assert launched == ["t_kernel[grid](x, t, n)", "p_kernel[grid](x, p, n)", "t_kernel[grid](x, t2, n)"]
+
+
 def test_model_written_fragments_are_kept_whole():
     # two fragments a model wrote the same way, embedded under their own prefixes: each defines
     # its own instance, which forward calls; merging them by their first kernel would drop one

@@ -7,18 +7,20 @@ lists the categories. Importing this package imports neither torch nor OR-Tools.
 
 from __future__ import annotations
 
+import re
 from types import MappingProxyType
 from typing import Mapping
 
-from drtriton.ops import conv, elementwise, factorization, indexing, linalg, loss, norm, pool, recurrent, reduce, sort
+from drtriton.ops import (conv, elementwise, factorization, indexing, linalg, loss, norm, polynomials, pool, recurrent,
+                          reduce, sort)
 from drtriton.ops.layout import LAYOUT, LayoutOp
 from drtriton.ops.operator import (ANY_RANK, CATEGORIES, DOMAINS, Axis, Choice, ModuleCall, Operator, Param,
                                    Slot, Spatial)
 from drtriton.ops.shape import ShapeError
 
-_ALL = (elementwise.OPERATORS + linalg.OPERATORS + conv.OPERATORS + pool.OPERATORS + norm.OPERATORS
-        + reduce.OPERATORS + sort.OPERATORS + loss.OPERATORS + indexing.OPERATORS + recurrent.OPERATORS
-        + factorization.OPERATORS)
+_ALL = (elementwise.OPERATORS + polynomials.OPERATORS + linalg.OPERATORS + conv.OPERATORS + pool.OPERATORS
+        + norm.OPERATORS + reduce.OPERATORS + sort.OPERATORS + loss.OPERATORS + indexing.OPERATORS
+        + recurrent.OPERATORS + factorization.OPERATORS)
 
 #: name -> Operator, ordered by category then definition.
 VOCABULARY: Mapping[str, Operator] = MappingProxyType(
@@ -30,6 +32,25 @@ if len(VOCABULARY) != len(_ALL):  # pragma: no cover - a definition error, caugh
 NAMES: tuple[str, ...] = tuple(VOCABULARY)
 #: what synthesis draws from, uniformly: every operator but the piecewise-constant ones
 SYNTH_NAMES: tuple[str, ...] = tuple(name for name, op in VOCABULARY.items() if op.drawn)
+
+
+#: helper name -> the source of a `@triton.jit` function elementwise templates call
+HELPERS: Mapping[str, str] = MappingProxyType(
+    {re.search(r"def (\w+)\(", src).group(1): src for op in VOCABULARY.values() for src in op.triton_helpers})
+
+
+def called_helpers(code: str) -> list[str]:
+    """The sources of the helpers `code` calls, and of those they call, each once (Triton looks
+    a helper up when it compiles a caller: their order in the file does not matter)."""
+    wanted: set[str] = set()
+    todo = [code]
+    while todo:
+        text = todo.pop()
+        for name, src in HELPERS.items():
+            if name not in wanted and re.search(r"\b" + name + r"\(", text):
+                wanted.add(name)
+                todo.append(src)
+    return [src for name, src in HELPERS.items() if name in wanted]
 
 
 def get(name: str) -> Operator:
@@ -48,5 +69,6 @@ def by_category(category: str) -> tuple[Operator, ...]:
 
 __all__ = [
     "ANY_RANK", "CATEGORIES", "DOMAINS", "LAYOUT", "NAMES", "SYNTH_NAMES", "VOCABULARY", "Axis", "Choice", "LayoutOp",
-    "ModuleCall", "Operator", "Param", "ShapeError", "Slot", "Spatial", "by_category", "get",
+    "ModuleCall", "Operator", "Param", "ShapeError", "Slot", "Spatial", "by_category", "get", "HELPERS",
+    "called_helpers",
 ]

@@ -14,6 +14,8 @@ import math
 
 from typing import Any, Callable
 
+from drtriton.ops.polynomials import OPERATORS as POLYNOMIALS
+
 # aten reduction enum (at::Reduction)
 _REDUCTION = {0: "none", 1: "mean", 2: "sum"}
 
@@ -69,6 +71,7 @@ _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2"
            "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
            "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp", "aten.fmax.default": "fmax",
            "aten.fmin.default": "fmin"}
+_POLYNOMIALS = [op.name for op in POLYNOMIALS]  # aten.special_<name>
 
 
 def _unary(name: str) -> Callable:
@@ -624,6 +627,13 @@ def _indexed(name: str):
     return m
 
 
+def _bucketize(node, values):
+    a = _args(node, ["input", "boundaries", "out_int32", "right"], {"out_int32": False, "right": False})
+    if not (_is_tensor(a["input"]) and _is_tensor(a["boundaries"])):
+        return None
+    return "bucketize", {"out_int32": bool(a["out_int32"]), "right": bool(a["right"])}
+
+
 def _advanced_index(node, values):
     """x[i, :, j]: index tensors (integers, not masks) on some axes, full slices (None) between."""
     a = _args(node, ["input", "indices"])
@@ -758,6 +768,7 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
 
 MATCHERS: dict[str, Callable] = {
     "aten.cat.default": _joined("cat"), "aten.stack.default": _joined("stack"), "aten.flip.default": _flip,
+    "aten.bucketize.Tensor": _bucketize,
     "aten.index_select.default": _indexed("index_select"), "aten.gather.default": _indexed("gather"),
     "aten.embedding.default": _embedding,
     "aten.constant_pad_nd.default": _constant_pad,
@@ -780,6 +791,9 @@ MATCHERS: dict[str, Callable] = {
     "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},
     **{target: _both_tensors(name) for target, name in _BINARY.items()},
+    # orthogonal polynomials: the degree a tensor, or a number (`chebyshev_polynomial_t(x, 3)`)
+    **{f"aten.special_{name}.{overload}": _tensor_and_number(name) for name in _POLYNOMIALS
+       for overload in ("default", "n_scalar")},
     "aten.fmod.Scalar": _tensor_and_number("fmod"), "aten.remainder.Scalar": _tensor_and_number("remainder"),
     "aten.gelu.default": _gelu,
     "aten.leaky_relu.default": _leaky_relu,

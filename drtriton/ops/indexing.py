@@ -1,5 +1,6 @@
 """Indexing and data movement: each output element is one element of an input, found from its
-position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding);
+position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding),
+or a bucket found by a binary search (bucketize);
 and the store side, where an index tensor says where each element of a source goes (scatter,
 scatter_add, scatter_reduce, index_put, and what lowers to them: index_add, index_copy,
 index_fill, index_reduce, put, max_unpool, EmbeddingBag).
@@ -140,12 +141,19 @@ def _stored_range(ranges, attrs):
     return (min(x[0], src[0]), max(x[1], src[1]))
 
 
-def _op(name, slots, rule, torch_template, description, attrs, fns, methods=(), value_range=None, same_rank=False):
+def _bucketize_rule(ctx, dims, attrs):
+    a, b = dims
+    ctx.require(len(b) == 1, "bucketize: boundaries must be 1 dimension")
+    return list(a), ctx.mul(*a)
+
+
+def _op(name, slots, rule, torch_template, description, attrs, fns, methods=(), value_range=None, same_rank=False,
+        out_dtype="float32"):
     return Operator(name=name, category="indexing", slots=slots, rule=rule, torch_template=torch_template,
                     description=description, attrs=attrs, torch_functions=fns, tensor_methods=methods,
                     value_range=value_range or (
                         lambda ranges, attrs: (min(r[0] for r in ranges if r), max(r[1] for r in ranges if r))),
-                    same_rank=same_rank, drawn=False)
+                    same_rank=same_rank, drawn=False, out_dtype=out_dtype)
 
 
 OPERATORS = (
@@ -175,6 +183,13 @@ OPERATORS = (
     _op("embedding", (Slot("input", (1, 2, 3), domain="index", index_of=(1, 0)), Slot("weight", (2,))),
         _embedding_rule, "F.embedding({x}, {y})", "rows of a table picked by token ids", (),
         ("torch.nn.functional.embedding",)),
+    # a binary search per element: the index of its bucket among sorted boundaries (int64 indices
+    # here, as out_dtype says; captured code may ask for int32)
+    _op("bucketize", (Slot("input", _RANKS), Slot("boundaries", (1,))), _bucketize_rule,
+        "torch.bucketize({x}, {y}, out_int32={out_int32}, right={right})",
+        "the bucket of each element among sorted boundaries: the first boundary >= it (> it with right)",
+        (Choice("out_int32", (False,)), Choice("right", (False, True))), ("torch.bucketize",),
+        value_range=lambda ranges, attrs: (0.0, float("inf")), out_dtype="int64"),
     # the store side (drtriton.policy.emit.scatter): captured with any dim and any index tensors
     _op("scatter", (Slot("input", _RANKS), Slot("index", _RANKS, domain="index", index_of=(0, 0)), Slot("src", _RANKS)),
         _scatter_rule, _scatter_template,

@@ -224,7 +224,9 @@ class Operator:
       - ``triton_template`` (elementwise operators only): a Triton scalar expression over ``{x}``
         (and ``{y}``) using ``tl.*`` only; ``triton_expr(attrs)`` fills in the attributes. Treat
         ``{x}``/``{y}`` as names: bind inputs to variables before substituting, as a placeholder
-        may occur several times.
+        may occur several times. ``triton_helpers``: sources of ``@triton.jit`` functions the
+        template calls (a loop, which one expression cannot hold: a recurrence), defined once per
+        module (``drtriton.ops.called_helpers``); their names start with ``_``.
 
     Capture (mapping a traced module back onto the vocabulary)
       - ``torch_functions``: qualified names of callables meaning this op
@@ -255,6 +257,7 @@ class Operator:
     params: tuple[Param, ...] = ()
     module: ModuleFn | None = None
     triton_template: Template | None = None
+    triton_helpers: tuple[str, ...] = ()
     torch_functions: tuple[str, ...] = ()
     tensor_methods: tuple[str, ...] = ()
     module_types: tuple[str, ...] = ()

@@ -5,7 +5,8 @@ Each output element is one element of an input: its position along every output 
 comes from the flat offset (`IndexSpace`), and the input element is read through that input's
 strides at a position derived from it. `cat` and `stack` read each input under a mask of the
 positions it covers; `flip` mirrors the flipped axes; `index_select`, `gather` and `embedding`
-first read the position along their axis from the index tensor. Inputs keep their strides
+first read the position along their axis from the index tensor; `bucketize` searches the
+boundaries for each element's bucket. Inputs keep their strides
 (a transposed or sliced input is read as it is), so nothing is copied before the kernel.
 """
 
@@ -196,7 +197,40 @@ def _padded(program: Program, node, space: IndexSpace) -> Source:
     return src
 
 
+def _bucketize(program: Program, node, space: IndexSpace) -> Source:
+    """Each element's bucket: a binary search over the boundaries, every lane at once, as many
+    halvings as the boundaries' length has bits. PyTorch's comparisons (a NaN goes last)."""
+    src = Source()
+    x, b = node.args[0]["value"], node.args[1]["value"]
+    if program.values[x].dtype != program.values[b].dtype:
+        raise Unsupported("bucketize with boundaries of another dtype (PyTorch converts them)")
+    xe, be = program.tensor_expr(x), program.tensor_expr(b)
+    rank = len(program.values[x].shape)
+    xs = _tensor(src, "x", xe, rank)
+    bs = _tensor(src, "b", be, 1)
+    src.params += ["nb", "steps"]
+    src.args += [f"{be}.shape[0]", f"{be}.shape[0].bit_length()"]
+    # lower bound: step right while not (boundary >= x); upper bound (right=True): not (boundary > x)
+    compare = ">" if node.attrs["right"] else ">="
+    out = "tl.int32" if node.attrs["out_int32"] else "tl.int64"
+    at = _offset([(space.index(d), xs[d]) for d in range(rank)])
+    src.lines += [f"xv = tl.load(x_ptr + {at}, mask=mask, other=0)",
+                  "lo = (offs * 0).to(tl.int64)",
+                  "hi = lo + nb",
+                  "for _ in range(0, steps):",
+                  "    mid = lo + (hi - lo) // 2",
+                  f"    bv = tl.load(b_ptr + mid * {bs[0]}, mask=mask & (lo < hi), other=0)",
+                  f"    right = (lo < hi) & ~(bv {compare} xv)",
+                  "    hi = tl.where((lo < hi) & ~right, mid, hi)",
+                  "    lo = tl.where(right, mid + 1, lo)",
+                  f"val = lo.to({out})"]
+    src.out_shape = f"{xe}.shape"
+    return src
+
+
 def _source(program: Program, node, space: IndexSpace) -> Source:
+    if node.op == "bucketize":
+        return _bucketize(program, node, space)
     if node.op in ("cat", "stack"):
         return _joined(program, node, space, stack=node.op == "stack")
     if node.op == "flip":
@@ -214,7 +248,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     node = frag.anchor
     anchor_out = node.outputs[0]
     shape = list(program.values[anchor_out].shape)
-    if not shape:
+    if not shape and node.op != "bucketize":  # (its reads take no position from the output)
         raise Unsupported("a 0-d result")
     stores = stored_values(program, frag, shape)
     rank = len(shape)
