@@ -15,10 +15,17 @@
 set -euo pipefail
 stage=$1 run=$2
 runs="drpo_s0 drpo_s1 grpo_s0 grpo_s1"
-# runs side by side: run i on GPU i mod (GPUs), each with its share of the cores as verifier workers
-gpus=$(nvidia-smi -L 2>/dev/null | wc -l); [ "$gpus" -ge 1 ] || gpus=1
+# runs side by side: run i on the i-th GPU this job may use (CUDA_VISIBLE_DEVICES, else every GPU
+# nvidia-smi lists; none on a CPU machine), round robin, each with its share of the cores as
+# verifier workers
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  IFS=, read -ra visible <<< "$CUDA_VISIBLE_DEVICES"
+else
+  read -ra visible <<< "$({ nvidia-smi -L 2>/dev/null || true; } | awk '{printf "%d ", NR - 1}')"
+fi
+[ "${#visible[@]}" -ge 1 ] || visible=(0)
 workers() { local n=$1; echo $(( $(nproc) / n > 3 ? $(nproc) / n - 1 : 2 )); }
-on_gpu() { echo $(( $1 % gpus )); }
+on_gpu() { echo "${visible[$(( $1 % ${#visible[@]} ))]}"; }
 case $stage in
   teach)
     drtriton-train teach --recipe tiny --time-limit "$3" --out "$run/sft" "${@:4}" ;;

@@ -146,6 +146,13 @@ def test_drpo_two_steps_through_the_cli(sft_run, tmp_path, monkeypatch):
 
     monkeypatch.setattr(DRPOTrainer, "gpu_shared", staticmethod(shared))
     monkeypatch.setattr(sampling, "sample", sample)
+    # ... and lets it go before the rewards wait for verdicts (whose timing holds the GPU alone)
+    rewarded_holding, verdicts = [], VerifierRewards.verdicts
+
+    def recording_verdicts(self, *args):
+        rewarded_holding.append(bool(held))
+        return verdicts(self, *args)
+    monkeypatch.setattr(VerifierRewards, "verdicts", recording_verdicts)
     assert main(["drpo", "--recipe", "tiny", "--small", "--device", "cpu", "--init", str(sft_run / "model"),
                  "--out", str(out), "--max-steps", "2"]) == 0
     for name in CHECKPOINT_FILES:
@@ -170,6 +177,7 @@ def test_drpo_two_steps_through_the_cli(sft_run, tmp_path, monkeypatch):
     assert [c["step"] for c in summary["curriculum"]] == [0, 1, 2]
     assert "rewards/correctness/mean" in (out / "metrics.svg").read_text()
     assert len(sampled_holding) == 2 and all(sampled_holding)  # each step's rollouts
+    assert rewarded_holding and not any(rewarded_holding) and not held  # released, and not left held
 
 
 def test_drpo_resumes_where_a_time_limit_stopped_it(sft_run, tmp_path):
@@ -493,8 +501,10 @@ def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
     out = tmp_path / "grpo"
     assert main(["drpo", "--algorithm", "grpo", "--recipe", "tiny", "--small", "--device", "cpu",
                  "--init", str(sft_run / "model"), "--out", str(out), "--max-steps", "1", "--stages", "1"]) == 0
-    # a stuck rollout holds a step no longer than the recipe's verification timeout
+    # a stuck rollout holds a step no longer than the recipe's verification timeout, and rewards
+    # time the configurations the trials tuned
     assert [c.timeout_s for c in configs] == [TINY.rl.verify_timeout_s]
+    assert [c.retune_before_timing for c in configs] == [False]
     # GRPO's reward is correctness + 0.1 x the speed reward: a correct rollout slower than eager
     # still outranks a wrong one (at weight 1 it did not, and GRPO un-learned correctness)
     assert trainer_args[0].reward_weights == [1.0, TINY.rl.grpo_speed_weight] and TINY.rl.grpo_speed_weight == 0.1

@@ -246,11 +246,11 @@ def plain(x_ptr):
     assert forget_autotuning(None) == 0
 
 
-@pytest.mark.parametrize("quick", [True, False])
-def test_only_full_checks_tune_again_before_timing(quick):
-    """A quick check (RL rewards, teaching) times the configurations its trials tuned: re-tuning
-    every autotuned kernel with the GPU held alone held RL steps for minutes. A full check tunes
-    again, alone."""
+@pytest.mark.parametrize("retune", [True, False])
+def test_timing_tunes_again_unless_the_config_says_not_to(retune):
+    """Timing re-tunes autotuned kernels with the GPU held alone (the default, every check); RL
+    rewards turn it off (re-tuning every rollout's kernels alone made steps wait), timing the
+    configuration the trials chose."""
     import contextlib
     from types import SimpleNamespace
 
@@ -264,11 +264,12 @@ def test_only_full_checks_tune_again_before_timing(quick):
         return {"timings": {"candidate": timing, "eager": timing}, "bandwidth_bytes_per_ms": 1.0,
                 "replay_ms": [], "checks": []}
 
-    check = SimpleNamespace(config=VerifyConfig(), quick=quick, launches=[], candidate_call=candidate_call,
-                            check_timed_outputs=lambda checks, trials: None,
+    check = SimpleNamespace(config=VerifyConfig(retune_before_timing=retune), quick=True, launches=[],
+                            candidate_call=candidate_call, check_timed_outputs=lambda checks, trials: None,
                             verifier=SimpleNamespace(gpu=SimpleNamespace(exclusive=contextlib.nullcontext)))
     _Check.measure(check, floor_bytes=0, input_bytes=4)
-    assert requests[0]["retune"] is (not quick) and requests[0]["compile"] is (not quick)
+    assert requests[0]["retune"] is retune and requests[0]["compile"] is False  # quick: eager only
+    assert VerifyConfig().retune_before_timing  # everything but RL rewards tunes again
 
 
 def test_a_near_miss_against_an_fp32_reference_below_its_resolution_goes_to_float64(cpu_verifier):

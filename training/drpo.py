@@ -102,9 +102,11 @@ class DRPOTrainer(GRPOTrainer):
     # early_verify(text, row): start verifying a rollout as the sampler finishes it (`row` is its
     # dataset row), so verification overlaps the decoding of the longer rollouts; set by the caller
     early_verify = None
-    # the GPU as the verifier shares it (`Verifier.gpu.shared`): the sampler decodes under it, so a
-    # rollout timed while others still decode waits for the GPU alone, as timing always does
+    # the GPU as the verifier shares it (`Verifier.gpu.shared`), held from decoding until the
+    # rewards are asked for: a rollout verified early is timed with the GPU alone, as timing
+    # always is, not beside the step's own GPU work
     gpu_shared = staticmethod(contextlib.nullcontext)
+    _gpu_hold = contextlib.ExitStack()
     _scoring_s = 0.0
     _rows: list = []
 
@@ -124,8 +126,7 @@ class DRPOTrainer(GRPOTrainer):
                                                  has_tool_images)
         # as TRL generates: the whole model in hand (ZeRO-3 gathers its shards), no gradients
         with unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model, \
-                self.gpu_shared():
+                                         gather_deepspeed3_params=self.args.ds3_gather_for_generation) as model:
             completion_ids = sampling.sample(model, prompt_ids, self.max_completion_length, self.temperature,
                                              list(self.eos_token_ids), self._tokenizer.pad_token_id,
                                              on_done=self._on_rollout_done(len(prompt_ids)))
@@ -143,6 +144,9 @@ class DRPOTrainer(GRPOTrainer):
         return done
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # the GPU is free for timing from here: the rewards wait for verdicts whose timing holds
+        # it alone (holding it on would wait for ourselves)
+        self._gpu_hold.close()
         rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._last_rewards = rewards  # (N, n_funcs), gathered over processes
         return rewards
@@ -150,10 +154,15 @@ class DRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         started, verified_before = time.monotonic(), self.verification_clock()
         self._rows = inputs
+        # the GPU as the verifier shares it, from decoding to the rewards (the reference model's
+        # pass included): a rollout verified early is timed only when the step's GPU work is done
+        self._gpu_hold = contextlib.ExitStack()
+        self._gpu_hold.enter_context(self.gpu_shared())
         try:
             output = super()._generate_and_score_completions(inputs)
         finally:
             self._rows = []
+            self._gpu_hold.close()
         elapsed, verification = time.monotonic() - started, self.verification_clock() - verified_before
         self._scoring_s += elapsed
         self._metrics["train"]["time/generation_s"].append(elapsed - verification)

@@ -375,7 +375,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         # no shuffle: the curriculum's stream is shuffled already, and TRL's buffered shuffle of an
         # iterable dataset would hold 1,000 prompts of the old stage after the curriculum moves on
         shuffle_dataset=False, seed=recipe.data.seed, remove_unused_columns=False)
-    with _verifier(options, timeout_s=r.verify_timeout_s) as verifier:
+    with _verifier(options, timeout_s=r.verify_timeout_s, retune_before_timing=False) as verifier:
         rewards = VerifierRewards(verifier)
         metrics = MetricsLog(out / "metrics.jsonl", extra=lambda: {
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
@@ -387,7 +387,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
                               callbacks=_callbacks(options, metrics, checkpoint=not options.dry_run))
         trainer.verification_clock = lambda: rewards.seconds
         trainer.early_verify = lambda text, row: rewards.early(text, row["problem_source"], row["problem_class"])
-        if verifier.cuda:
+        if verifier.cuda and options.verifier_gpus is None:  # the verifier times on training's GPU
             trainer.gpu_shared = verifier.gpu.shared
         history = out / "curriculum.json"
 

@@ -55,6 +55,10 @@ class VerifyConfig:
     timeout_s: float = 120.0  # per step (load, one trial)
     compile_timeout_s: float = 900.0  # building the reference and torch.compile, once a problem
     timing_trials: int = 100
+    # tune autotuned kernels again, with the GPU held alone, before timing (their trials tuned them
+    # beside other checks). RL rewards turn it off: re-tuning every rollout's kernels alone made
+    # steps wait, and a reward may time the trials' choice (it can only understate the speed)
+    retune_before_timing: bool = True
     timing_warmup: int = 3
     input_sets: int = 3  # rotated while timing
     workers: int = 2
@@ -608,10 +612,7 @@ class _Check:
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
                    "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick,
-                   # a quick check keeps the configurations its trials tuned (re-tuning every
-                   # autotuned kernel with the GPU held alone made RL steps wait for minutes);
-                   # a full check tunes again, alone
-                   "retune": not self.quick,
+                   "retune": c.retune_before_timing,
                    # three sets at once (the references', the candidate's last and new ones) do
                    # not fit: the candidate's calls repeat nothing
                    "lean": 3 * input_bytes > INPUT_SETS_BUDGET_BYTES}

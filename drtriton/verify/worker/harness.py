@@ -740,8 +740,9 @@ class CandidateHarness:
 
         # The correctness trials autotuned beside other checks sharing the GPU, so the choice can
         # be far off (L2/75: 2.2 ms in one bench, 3.6 ms in the next, same code). Timing holds
-        # the GPU alone: the first warmup call tunes again, unless the request says not to (quick
-        # checks: the trials' choice, which can only understate the candidate's speed).
+        # the GPU alone: the first warmup call tunes again, unless the request says not to
+        # (VerifyConfig.retune_before_timing: the trials' choice, which can only understate the
+        # candidate's speed).
         # (Nested launches are not counted.)
         if req.get("retune", True):
             forget_autotuning(self.candidate_module)
