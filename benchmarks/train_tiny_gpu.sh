@@ -8,7 +8,7 @@
 #   benchmarks/train_tiny_gpu.sh sft RUN [ARGS]            -> RUN/sft/model (teaches first if RUN/sft/data is empty)
 #   benchmarks/train_tiny_gpu.sh rl RUN SECONDS [ARGS]     -> RUN/{drpo,grpo}_s{0,1}; run again with --resume
 #                                                             (and --max-steps N) to go on from the checkpoints
-#   benchmarks/train_tiny_gpu.sh eval RUN [ARGS]           -> RUN/eval_{sft,drpo_s0,...}: 200 held-out
+#   benchmarks/train_tiny_gpu.sh eval RUN [ARGS]           -> RUN/eval_{sft,drpo_s0,...}: every RUN/*/model on 200 held-out
 #                                                             1-operator programs each (add --pass-k 4, --ks 1,2,3)
 #   benchmarks/train_tiny_gpu.sh plot RUN                  -> RUN/rl.svg: held-out pass@1 and rewards by step
 # Needs drtriton installed with the training extra; HF_HUB_OFFLINE=1 (nothing is downloaded).
@@ -41,12 +41,15 @@ case $stage in
     done
     wait ;;
   eval)
+    # every checkpoint in RUN/*/model: sft, the RL runs, and any other (`drtriton-train sft --out RUN/NAME
+    # --hidden 384`: the same pairs on a model of another size)
+    models=()
+    for model in "$run"/*/model; do [ -e "$model/config.json" ] && models+=("$model"); done
     i=0
-    for name in sft $runs; do
-      model=$run/$name/model
-      [ -e "$model/config.json" ] || continue
+    for model in "${models[@]}"; do
+      name=$(basename "$(dirname "$model")")
       CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 \
-        --ks 1 --verifier-workers "$(workers 5)" --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+        --ks 1 --verifier-workers "$(workers ${#models[@]})" --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
       i=$((i + 1))
     done
     wait

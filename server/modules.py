@@ -25,6 +25,8 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from drtriton.names import dotted_name
+
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _LINE_WITH_BREAK = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _CUT = re.compile(r"(?:class|def|async\s+def)\b|@")
@@ -152,17 +154,6 @@ def _cuts(lines: list[str]) -> list[int]:
     return sorted(set(cuts))
 
 
-def dotted(node: ast.expr) -> str:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return ""
-
-
 def _hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
@@ -180,7 +171,7 @@ def _analyse(tree: ast.Module, lines: list[str]) -> _Chunk:
             col = m.end() - len(node.name) if m else 0
             methods = frozenset(n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
             classes.append(ClassInfo(node.name, start, end, node.lineno - 1, col,
-                                     tuple(dotted(b) for b in node.bases), methods,
+                                     tuple(dotted_name(b) for b in node.bases), methods,
                                      _hash("\n".join(lines[start:end + 1])), node))
             bound.add(node.name)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -207,7 +198,7 @@ def _analyse(tree: ast.Module, lines: list[str]) -> _Chunk:
                 bound |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
             value = getattr(node, "value", None)
             if value is not None and len(targets) == 1 and isinstance(targets[0], ast.Name):
-                d = dotted(value)
+                d = dotted_name(value)
                 if d:
                     aliases[targets[0].id] = d
         elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
@@ -374,7 +365,7 @@ def normalize_for_problem(source: str, class_name: str) -> str:
             continue
         seen.add(name)
         for base in local[name].bases:
-            d = dotted(base)
+            d = dotted_name(base)
             if d in local:
                 todo.append(d)
             elif d and d.rsplit(".", 1)[-1] != "Module" and is_torch_module(d, aliases):

@@ -46,32 +46,37 @@ def test_helpers_use_tl_functions_every_backend_has():
 _X = [a for a in XS for _ in NS]
 _N = [b for _ in XS for b in NS]
 
-# The helpers' kernels run in a child process with TRITON_INTERPRET=1 from its start: Triton's own
-# @jit library functions (tl.max) are interpreted only when the variable is set before triton is
-# imported, and in a full test run triton is imported long before this module
+# The helpers' kernels run in a child process: in the interpreter with TRITON_INTERPRET=1 from its
+# start (Triton's own @jit library functions, tl.max, are interpreted only when the variable is set
+# before triton is imported, and in a full test run triton is imported long before this module);
+# and compiled on the GPU where there is one (the loop with a run-time trip count)
 _RUNNER = """
 import importlib.util, sys
 import torch
 spec = importlib.util.spec_from_file_location("poly_kernels", sys.argv[1])
 kernels = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kernels)
-x, n = torch.load(sys.argv[2])
+x, n = (t.to(sys.argv[5]) for t in torch.load(sys.argv[2]))
 out = {}
 for i in range(int(sys.argv[4])):
     for shift in (0, 1):
         o = torch.empty_like(x)
         getattr(kernels, f"k{i}")[(1,)](x, n + shift, o, x.numel(), BLOCK=1 << (x.numel() - 1).bit_length())
-        out[(i, shift)] = o
+        out[(i, shift)] = o.cpu()
 torch.save(out, sys.argv[3])
 """
 
 
-@pytest.fixture(scope="module")
-def outputs(tmp_path_factory):
-    """Each polynomial's kernel on the grid (degrees n and n + 1), run under the interpreter."""
+@pytest.fixture(scope="module", params=["interpreter", "cuda"])
+def outputs(request, tmp_path_factory):
+    """Each polynomial's kernel on the grid (degrees n and n + 1): under the interpreter, and
+    compiled for the GPU."""
     import os
     import subprocess
     import sys
+
+    if request.param == "cuda" and not torch.cuda.is_available():
+        pytest.skip("no GPU: the helpers compiled for one are checked where there is one")
 
     lines = ["import triton", "import triton.language as tl", ""]
     calls = " ".join(ops.VOCABULARY[n].triton_expr({}) for n in NAMES)
@@ -85,8 +90,9 @@ def outputs(tmp_path_factory):
     (folder / "poly_kernels.py").write_text("\n".join(lines))
     torch.save((torch.tensor(_X), torch.tensor(_N)), folder / "inputs.pt")
     subprocess.run([sys.executable, "-c", _RUNNER, str(folder / "poly_kernels.py"), str(folder / "inputs.pt"),
-                    str(folder / "out.pt"), str(len(NAMES))], check=True, timeout=600,
-                   env={**os.environ, "TRITON_INTERPRET": "1"})
+                    str(folder / "out.pt"), str(len(NAMES)), "cpu" if request.param == "interpreter" else "cuda"],
+                   check=True, timeout=600, env={**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
+                                                 **({"TRITON_INTERPRET": "1"} if request.param == "interpreter" else {})})
     return torch.load(folder / "out.pt")
 
 

@@ -78,6 +78,22 @@ def test_sft_writes_data_checkpoint_and_metrics(sft_run):
     assert "loss" in (sft_run / "metrics.svg").read_text()
 
 
+def test_sft_sizes_a_model_built_from_scratch(sft_run, tmp_path):
+    """`--hidden/--layers`: the same pairs (reused, not taught again) on a model of another size."""
+    import shutil
+
+    out = tmp_path / "wide"
+    shutil.copytree(sft_run / "data", out / "data")
+    base = ["sft", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(out), "--max-steps", "1"]
+    assert main(base + ["--hidden", "48", "--layers", "2"]) == 0
+    config = json.loads((out / "model" / "config.json").read_text())
+    assert (config["hidden_size"], config["num_hidden_layers"]) == (48, 2)
+    with pytest.raises(SystemExit):  # not a multiple of the heads: a clear error, nothing built
+        main(base + ["--hidden", "49"])
+    with pytest.raises(SystemExit):  # a pretrained recipe's model has its own size
+        main(["sft", "--recipe", "qwen2.5-coder-7b", "--dry-run", "--out", str(tmp_path / "q"), "--hidden", "64"])
+
+
 def test_teach_adds_pairs_from_another_seed_and_keeps_the_held_out_set(tmp_path):
     out = tmp_path / "sft"
     base = ["teach", "--recipe", "tiny", "--small", "--device", "cpu", "--out", str(out), "--programs", "2"]

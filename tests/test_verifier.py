@@ -192,6 +192,31 @@ def test_gpu_lock_lets_a_waiting_exclusive_request_go_before_new_shared_ones(tmp
     assert order == ["first out", "exclusive", "late shared"], order
 
 
+def test_gpu_lock_order_holds_across_processes(tmp_path):
+    """Several training runs on one GPU are separate processes: a run's exclusive timing
+    request must go before another run's new shared holders too, not only its own threads'."""
+    import subprocess
+    import sys
+    import time
+
+    from drtriton.verify.pool import GpuLock
+
+    log = tmp_path / "order.txt"
+    child = ("import sys; from drtriton.verify.pool import GpuLock\n"
+             "lock = GpuLock(sys.argv[1], 'test.lock')\n"
+             "with getattr(lock, sys.argv[2])():\n"
+             "    open(sys.argv[3], 'a').write(sys.argv[2] + '\\n')\n")
+    lock = GpuLock(str(tmp_path), "test.lock")
+    with lock.shared():
+        exclusive = subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "exclusive", str(log)])
+        time.sleep(1.5)  # the other process is waiting for the exclusive lock
+        shared = subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "shared", str(log)])
+        time.sleep(1.5)
+        assert not log.exists()  # neither got in while this process holds it shared
+    assert exclusive.wait(20) == 0 and shared.wait(20) == 0
+    assert log.read_text().split() == ["exclusive", "shared"]
+
+
 def test_reference_worker_keeps_the_problems_in_use():
     """The reference worker keeps a few built problems, least recently used evicted first: a
     problem being checked stays while other searches prepare theirs (a bench's concurrent

@@ -131,6 +131,9 @@ def _add_sft(subparsers) -> None:
     p.add_argument("--teacher-pools", type=_positive, default=1, metavar="N",
                    help="verifier pools teaching at once, each with --verifier-workers workers and its own "
                         "reference worker (which captures every program it teaches)")
+    p.add_argument("--hidden", type=_positive, metavar="N", help="a model built from scratch: its hidden size "
+                                                                 "(default: the recipe's)")
+    p.add_argument("--layers", type=_positive, metavar="N", help="a model built from scratch: its layers")
     p.set_defaults(func=cmd_run, subparser=p, run="sft")
 
 
@@ -189,6 +192,14 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
         if not stages or min(stages) < 1:
             parser.error(f"--stages {args.stages}: each stage needs at least one operator")
         recipe = replace(recipe, rl=replace(recipe.rl, stages=stages))
+    size = {k: getattr(args, k) for k in ("hidden", "layers") if getattr(args, k, None)}
+    if size:
+        if recipe.model.kind != "tiny":
+            parser.error(f"--hidden/--layers size a model built from scratch; recipe {recipe.name} starts from "
+                         f"{recipe.model.source}")
+        if size.get("hidden", recipe.model.hidden) % recipe.model.heads:
+            parser.error(f"--hidden {size['hidden']}: must be a multiple of the {recipe.model.heads} attention heads")
+        recipe = replace(recipe, model=replace(recipe.model, **size))
     if getattr(args, "programs", None):
         recipe = replace(recipe, sft=replace(recipe.sft, programs=args.programs))
     if args.init is not None and not (args.init / "config.json").is_file():

@@ -377,6 +377,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         shuffle_dataset=False, seed=recipe.data.seed, remove_unused_columns=False)
     with _verifier(options, timeout_s=r.verify_timeout_s, retune_before_timing=False) as verifier:
         rewards = VerifierRewards(verifier)
+        # the held-out checks have their own: the step metrics (verified, the slowest) count rollouts only
+        heldout_rewards = VerifierRewards(verifier)
         metrics = MetricsLog(out / "metrics.jsonl", extra=lambda: {
             "stage": dataset.stage, "stage_k": recipe.rl.stages[dataset.stage],
             "verification_total_s": round(rewards.seconds, 2), "verified": rewards.verified,
@@ -397,7 +399,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
                 history.write_text(json.dumps(curriculum.history, indent=1) + "\n")
 
         curriculum = CurriculumCallback(
-            dataset, heldout, lambda rows: pass_at_1(trainer.model, tokenizer, rewards, rows, r.max_completion),
+            dataset, heldout, lambda rows: pass_at_1(trainer.model, tokenizer, heldout_rewards, rows, r.max_completion),
             threshold=r.threshold, every=r.eval_every, log=log)
         if resume_from and history.is_file():  # the checks up to the checkpoint's step (a crash may have come later)
             step = json.loads((Path(resume_from) / "trainer_state.json").read_text())["global_step"]
@@ -419,6 +421,7 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
                    "seconds": round(time.monotonic() - started, 1), "settings": asdict(r),
                    "parallelism": parallelism(trainer)}
         rewards.close()
+        heldout_rewards.close()
     say(f"{algorithm.upper()} done: {result.global_step} steps; held-out pass@1 "
         f"{curriculum.history[-1]['heldout_pass1']:.0%} at stage {curriculum.history[-1]['stage'] + 1}")
     return _finish(out, algorithm, summary, ["loss", "rewards/correctness/mean", "rewards/speed/mean", "kl",

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import builtins
 
+from ..names import dotted_name
+
 # calls that act: never named; a statement with one other than a store is left alone (a repeated
 # load after an atomic may read what the atomic wrote); a store's own arguments are evaluated first
 _EFFECTS = ("store", "atomic", "print", "assert", "barrier")
@@ -90,7 +92,7 @@ def _shapes(root: ast.AST) -> dict[int, tuple[int, bool]]:
             clean = clean and all(x[2] for x in seen)
         if isinstance(node, ast.Name):
             runtime = node.id not in _STATIC and not node.id.isupper()
-        if isinstance(node, ast.Call) and any(k in _callee(node) for k in _EFFECTS):
+        if isinstance(node, ast.Call) and any(k in dotted_name(node.func, partial=True) for k in _EFFECTS):
             clean = False
         structure = structures.setdefault(tuple(parts), len(structures))
         operation = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.Subscript)) and not (
@@ -102,19 +104,8 @@ def _shapes(root: ast.AST) -> dict[int, tuple[int, bool]]:
     return facts
 
 
-def _callee(call: ast.Call) -> str:
-    """The dotted name a call calls (`tl.atomic_add`), as far as it is names."""
-    parts, func = [], call.func
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if isinstance(func, ast.Name):
-        parts.append(func.id)
-    return ".".join(reversed(parts))
-
-
 def _calls(node: ast.AST, kinds: tuple[str, ...]) -> bool:
-    return any(isinstance(n, ast.Call) and any(k in _callee(n) for k in kinds) for n in ast.walk(node))
+    return any(isinstance(n, ast.Call) and any(k in dotted_name(n.func, partial=True) for k in kinds) for n in ast.walk(node))
 
 
 def _count(node: ast.AST, facts: dict[int, tuple[int, bool]], counts: dict[int, int]) -> None:

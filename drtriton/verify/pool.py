@@ -310,29 +310,32 @@ class WorkerPool:
 
 class GpuLock:
     """Correctness checks share the GPU; timing holds it alone. A file lock, so separate
-    processes on one machine (two editors, a CLI run) also take turns. Within a process a
-    waiting exclusive request goes first: new shared holders queue behind it (flock alone would
-    let overlapping shared holders keep it waiting for as long as they keep coming)."""
+    processes on one machine (two editors, several training runs on one GPU) also take turns.
+    A waiting exclusive request goes first: it holds a second file, the turnstile, while it waits,
+    and new shared holders pass through the turnstile before they take the lock (flock alone
+    would let overlapping shared holders keep it waiting for as long as they keep coming). Both
+    are files, so the order holds across processes as well as threads."""
 
     def __init__(self, cache_dir: str, name: str = "gpu.lock"):
         os.makedirs(cache_dir, exist_ok=True)
         self.path = os.path.join(cache_dir, name)
-        self._turnstile = threading.Lock()  # held by an exclusive request until it has the lock
+        self.turnstile = self.path + ".turnstile"
 
     @contextlib.contextmanager
     def _hold(self, mode: int):
         fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+        gate = os.open(self.turnstile, os.O_CREAT | os.O_RDWR, 0o600)
         try:
-            if mode == fcntl.LOCK_EX:
-                with self._turnstile:  # new shared requests wait until this one has the lock
-                    fcntl.flock(fd, mode)
-            else:
-                with self._turnstile:  # not past a waiting exclusive request
-                    pass
-                fcntl.flock(fd, mode)
+            # exclusive: keep the turnstile shut until the lock is ours; shared: only pass through
+            fcntl.flock(gate, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH)
+            if mode != fcntl.LOCK_EX:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+            fcntl.flock(fd, mode)
+            fcntl.flock(gate, fcntl.LOCK_UN)
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(gate)
             os.close(fd)
 
     def shared(self):

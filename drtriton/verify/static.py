@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ..names import dotted_name
+
 # Modules a candidate may not import, with the reason shown to the user or the model.
 _BANNED_MODULES = {
     "triton.runtime.cache": "Triton's compiled-kernel cache is the verifier's (shared by every check)",
@@ -166,14 +168,12 @@ class _Checker(ast.NodeVisitor):
     # -- names ---------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
         """`tl.dot` -> `triton.language.dot` style full names, via the file's imports."""
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        name = dotted_name(node)
+        if not name:
             return None
-        root = self.aliases.get(node.id, node.id)
-        return ".".join([root] + parts[::-1])
+        root, _, rest = name.partition(".")
+        root = self.aliases.get(root, root)
+        return f"{root}.{rest}" if rest else root
 
     def display(self, node: ast.AST) -> str:
         try:
