@@ -45,14 +45,14 @@ def _gpus_arg(p, what: str) -> None:
                         "--workers candidate workers on each) or a list such as 0,1")
 
 
-def _make_verifier(args, gpus: str | None = None):
+def _make_verifier(args, gpus: str | None = None, host_workers: int | None = None):
     from .verify import Verifier, VerifyConfig
 
     try:
         # (a search passes its mode with each check; auto starts strict)
         config = VerifyConfig(device=args.device, mode="strict" if args.mode == "auto" else args.mode,
                               timeout_s=args.timeout,
-                              workers=args.workers, cuda_graph=args.cuda_graph, gpus=gpus)
+                              workers=args.workers, cuda_graph=args.cuda_graph, gpus=gpus, host_workers=host_workers)
         return Verifier(config)
     except ValueError as e:
         raise UsageError(str(e)) from None
@@ -72,8 +72,8 @@ def _make_verifiers(args):
     verifiers = []
     try:
         if len(gpus) > 1:
-            for g in gpus:
-                verifiers.append(_make_verifier(args, gpus=g))
+            for g in gpus:  # the host's cores shared among every GPU's workers
+                verifiers.append(_make_verifier(args, gpus=g, host_workers=args.workers * len(gpus)))
         else:
             verifiers.append(_make_verifier(args, gpus=gpus[0] if gpus and args.gpus not in (None, "all") else None))
         yield verifiers

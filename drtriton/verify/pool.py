@@ -53,6 +53,7 @@ class PoolSettings:
     startup_timeout_s: float = 180.0
     cache_dir: str = field(default_factory=lambda: str(Path.home() / ".cache" / "drtriton"))
     gpus: str | None = None  # CUDA_VISIBLE_DEVICES for the workers (e.g. RL rewards on another GPU)
+    compile_threads: int | None = None  # each worker's Triton compile threads (None: parallel_compile's default)
 
 
 def _signal_name(code: int) -> str:
@@ -85,6 +86,8 @@ class Worker:
         env = _clean_env(settings.device, self.scratch, tmp, triton_cache, settings.cache_dir)
         if settings.gpus is not None and settings.device == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = settings.gpus
+        if settings.compile_threads:
+            env["DRTRITON_COMPILE_THREADS"] = str(settings.compile_threads)
         env["DRTRITON_WORKER_SETTINGS"] = json.dumps(worker_settings)
         parent_sock, child_sock = socket.socketpair()
         self.log_path = os.path.join(self.scratch, "worker.log")

@@ -18,6 +18,7 @@ of one check, so `verify` can run in several threads at once.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 import threading
@@ -68,6 +69,12 @@ class VerifyConfig:
     training: bool | None = None
     isolate_network: bool = True
     gpus: str | None = None  # which GPUs the workers use (CUDA_VISIBLE_DEVICES), e.g. not training's
+    # threads each candidate worker compiles Triton kernels with (drtriton.verify.worker.
+    # parallel_compile); None: the host's cores shared among `host_workers` (default this
+    # verifier's workers), at most 8. Oversubscribed hosts compiled slower: two GPUs' twelve
+    # workers asked 96 threads of 32 cores, and their compile-ahead phase took twice as long
+    compile_threads: int | None = None
+    host_workers: int | None = None  # candidate workers on this host, all verifiers together
     # also time forward replayed as a CUDA graph (drtriton.cuda_graph), beside
     # torch.compile(mode="reduce-overhead"): Verdict.graph (GPU, full checks only)
     cuda_graph: bool = False
@@ -81,6 +88,13 @@ class VerifyConfig:
             raise ValueError("at least 5 correctness trials")
         if self.timing_trials < 1:
             raise ValueError("at least 1 timing trial")
+
+
+def compile_threads_for(workers: int, cores: int | None = None) -> int:
+    """Each candidate worker's share of the host's cores for compiling kernels: 1 to 8."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(8, cores // max(1, workers)))
 
 
 def resolve_device(device: str) -> str:
@@ -137,7 +151,9 @@ class Verifier:
         self.config = config or VerifyConfig()
         self.device = resolve_device(self.config.device)
         self.pool = WorkerPool(
-            PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network, gpus=self.config.gpus),
+            PoolSettings(self.device, self.config.memory_limit_mb, self.config.isolate_network, gpus=self.config.gpus,
+                         compile_threads=self.config.compile_threads or compile_threads_for(
+                             self.config.host_workers or self.config.workers)),
             size=self.config.workers,
         )
         # timing holds the GPU alone, large problems its memory: locks of this GPU (a verifier on
