@@ -35,21 +35,21 @@ case $stage in
     seconds=$3 i=0
     for name in $runs; do
       CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train drpo --recipe tiny --algorithm "${name%_s*}" --seed "${name#*_s}" \
-        --device cuda --verifier-workers "$(workers 4)" \
+        --device cuda --verifier-workers "$(workers 4)" --host-workers $(( $(workers 4) * 4 )) \
         --init "$run/sft/model" --time-limit "$seconds" --out "$run/$name" "${@:4}" >> "$run/$name.log" 2>&1 &
       i=$((i + 1))
     done
     wait ;;
   eval)
-    # every checkpoint in RUN/*/model: sft, the RL runs, and any other (`drtriton-train sft --out RUN/NAME
-    # --hidden 384`: the same pairs on a model of another size)
+    # every checkpoint in RUN/*/model: sft, the RL runs, and any other (RUN/sft/data copied to RUN/NAME/data,
+    # then `drtriton-train sft --out RUN/NAME --hidden 384`: the same pairs on a model of another size)
     models=()
     for model in "$run"/*/model; do [ -e "$model/config.json" ] && models+=("$model"); done
     i=0
     for model in "${models[@]}"; do
       name=$(basename "$(dirname "$model")")
       CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 \
-        --ks 1 --verifier-workers "$(workers ${#models[@]})" --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+        --ks 1 --verifier-workers "$(workers ${#models[@]})" --host-workers $(( $(workers ${#models[@]}) * ${#models[@]} )) --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
       i=$((i + 1))
     done
     wait

@@ -145,34 +145,30 @@ def test_no_way_to_a_launch_launches_while_compiling_ahead(monkeypatch):
     assert JITFunction.run is stub  # restored
 
 
-def test_each_worker_compiles_with_its_share_of_the_host():
+def test_each_worker_compiles_with_its_share_of_the_host(tmp_path):
     """Twelve workers on 32 cores asked 96 compile threads (8 each) and compiled at half speed:
-    a worker takes the share its pool gives it (DRTRITON_COMPILE_THREADS), 1 to 8 threads."""
-    import os
+    a worker takes the share its pool gives it, 1 to 8 threads."""
+    import json
 
     from drtriton.verify.pool import PoolSettings, Worker
     from drtriton.verify.verifier import compile_threads_for
 
     assert compile_threads_for(12, cores=32) == 2 and compile_threads_for(1, cores=32) == 8
     assert compile_threads_for(64, cores=16) == 1 and compile_threads_for(0, cores=4) == 4
-    script = SCRIPT.replace("install(3) and parallel_compile.install(3)", "install() and parallel_compile.install()")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                         env={"TRITON_INTERPRET": "1", "PATH": "/usr/bin:/bin", "DRTRITON_COMPILE_THREADS": "5"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[0] == "5"
-    # the pool passes the share to each worker it starts
-    import tempfile
-    root, transfer = tempfile.mkdtemp(), tempfile.mkdtemp()
-    worker = Worker("candidate", PoolSettings("cpu", compile_threads=3), root, transfer)
+    # the pool hands the share to each worker it starts, with the worker's other settings
+    worker = Worker("candidate", PoolSettings("cpu", compile_threads=3), str(tmp_path), str(tmp_path))
     try:
         environ = open(f"/proc/{worker.proc.pid}/environ", "rb").read().split(b"\0")
-        assert b"DRTRITON_COMPILE_THREADS=3" in environ
+        (settings,) = [e for e in environ if e.startswith(b"DRTRITON_WORKER_SETTINGS=")]
+        assert json.loads(settings.split(b"=", 1)[1])["compile_threads"] == 3
     finally:
         worker.close()
 
 
 def test_a_verifier_shares_the_host_among_every_gpus_workers(monkeypatch):
     """`bench --gpus all` builds a verifier per GPU with host_workers = workers x GPUs."""
+    import pytest
+
     from drtriton.verify import Verifier, VerifyConfig
 
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(32)), raising=False)
@@ -184,3 +180,5 @@ def test_a_verifier_shares_the_host_among_every_gpus_workers(monkeypatch):
             assert verifier.pool.settings.compile_threads == threads, config
         finally:
             verifier.close()
+    with pytest.raises(ValueError, match="compile_threads"):
+        VerifyConfig(compile_threads=-1)

@@ -1,7 +1,8 @@
 """torch.special's orthogonal polynomials (Chebyshev T, U, V, W and their shifted forms, Hermite H
 and He, Laguerre L, Legendre P; issue 16: OpInfo found them running in PyTorch). Each is an
 elementwise template calling a `@triton.jit` helper that loops over the recurrence
-(drtriton/ops/polynomials.py). Checked directly under the interpreter on a grid of every branch
+(drtriton/ops/polynomials.py). Checked directly under the interpreter (and compiled, on a GPU where
+there is one) on a grid of every branch
 (n < 0, 0, 1, a fraction, large n where PyTorch switches to a closed form, |x| = 1, x = 0, |x| > 1,
 NaN and infinite degrees, Hermite's limit), and end to end: converted in strict mode and verified.
 """

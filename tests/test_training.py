@@ -88,8 +88,11 @@ def test_sft_sizes_a_model_built_from_scratch(sft_run, tmp_path):
     assert main(base + ["--hidden", "48", "--layers", "2"]) == 0
     config = json.loads((out / "model" / "config.json").read_text())
     assert (config["hidden_size"], config["num_hidden_layers"]) == (48, 2)
-    with pytest.raises(SystemExit):  # not a multiple of the heads: a clear error, nothing built
-        main(base + ["--hidden", "49"])
+    for bad in (["--hidden", "49"], ["--hidden", "50"]):  # heads of odd size (2 heads here): a clear error
+        with pytest.raises(SystemExit):
+            main(base + bad)
+    with pytest.raises(SystemExit):  # a checkpoint keeps its size
+        main(base + ["--hidden", "64", "--init", str(sft_run / "model")])
     with pytest.raises(SystemExit):  # a pretrained recipe's model has its own size
         main(["sft", "--recipe", "qwen2.5-coder-7b", "--dry-run", "--out", str(tmp_path / "q"), "--hidden", "64"])
 

@@ -195,6 +195,7 @@ def test_gpu_lock_lets_a_waiting_exclusive_request_go_before_new_shared_ones(tmp
 def test_gpu_lock_order_holds_across_processes(tmp_path):
     """Several training runs on one GPU are separate processes: a run's exclusive timing
     request must go before another run's new shared holders too, not only its own threads'."""
+    import os
     import subprocess
     import sys
     import time
@@ -207,14 +208,32 @@ def test_gpu_lock_order_holds_across_processes(tmp_path):
              "with getattr(lock, sys.argv[2])():\n"
              "    open(sys.argv[3], 'a').write(sys.argv[2] + '\\n')\n")
     lock = GpuLock(str(tmp_path), "test.lock")
-    with lock.shared():
-        exclusive = subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "exclusive", str(log)])
-        time.sleep(1.5)  # the other process is waiting for the exclusive lock
-        shared = subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "shared", str(log)])
-        time.sleep(1.5)
-        assert not log.exists()  # neither got in while this process holds it shared
-    assert exclusive.wait(20) == 0 and shared.wait(20) == 0
-    assert log.read_text().split() == ["exclusive", "shared"]
+
+    def flocks_on_turnstile(waiting: bool) -> bool:
+        """/proc/locks lists the turnstile's holders ("N: FLOCK ...") and, after "->", its waiters."""
+        inode = f":{os.stat(lock.turnstile).st_ino} "
+        return any(inode in line and ("->" in line) == waiting for line in open("/proc/locks"))
+
+    def until(condition) -> None:
+        deadline = time.monotonic() + 30
+        while not condition():
+            assert time.monotonic() < deadline, open("/proc/locks").read()
+            time.sleep(0.05)
+
+    children = []
+    try:
+        with lock.shared():
+            children.append(subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "exclusive", str(log)]))
+            until(lambda: flocks_on_turnstile(waiting=False))  # it holds the turnstile, waiting for the lock
+            children.append(subprocess.Popen([sys.executable, "-c", child, str(tmp_path), "shared", str(log)]))
+            until(lambda: flocks_on_turnstile(waiting=True))  # the late shared request waits at the turnstile
+            time.sleep(0.2)
+            assert not log.exists()  # neither got in while this process holds it shared
+        assert [c.wait(30) for c in children] == [0, 0]
+        assert log.read_text().split() == ["exclusive", "shared"]
+    finally:
+        for c in children:
+            c.kill()
 
 
 def test_reference_worker_keeps_the_problems_in_use():

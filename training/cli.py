@@ -119,6 +119,9 @@ def _run_args(p, init_help: str) -> None:
                    help="a reduced model from the recipe's configuration and one step, or --max-steps (no download)")
     p.add_argument("--verifier-workers", type=_positive, default=2, help="verifier processes for rewards")
     p.add_argument("--verifier-gpus", help="CUDA_VISIBLE_DEVICES for the verifier (e.g. 1: not training's GPU)")
+    p.add_argument("--host-workers", type=_positive, metavar="N",
+                   help="verifier workers on this machine, every run started side by side counted (default: this "
+                        "run's): each compiles kernels with its share of the cores")
     p.add_argument("--small", action="store_true", help="the recipe at test size (seconds on a CPU)")
     p.add_argument("--seed", type=_count, help="the recipe's data seed (programs, their order, sampling)")
     p.add_argument("--time-limit", type=_seconds, metavar="SECONDS",
@@ -197,8 +200,12 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
         if recipe.model.kind != "tiny":
             parser.error(f"--hidden/--layers size a model built from scratch; recipe {recipe.name} starts from "
                          f"{recipe.model.source}")
-        if size.get("hidden", recipe.model.hidden) % recipe.model.heads:
-            parser.error(f"--hidden {size['hidden']}: must be a multiple of the {recipe.model.heads} attention heads")
+        if args.init is not None:
+            parser.error("--hidden/--layers size a model built from scratch; --init trains a checkpoint at its own size")
+        if size.get("hidden", recipe.model.hidden) % (2 * recipe.model.heads):
+            # each head's size must be even (rotary embeddings rotate pairs)
+            parser.error(f"--hidden {size['hidden']}: must be a multiple of twice the {recipe.model.heads} "
+                         f"attention heads ({2 * recipe.model.heads})")
         recipe = replace(recipe, model=replace(recipe.model, **size))
     if getattr(args, "programs", None):
         recipe = replace(recipe, sft=replace(recipe.sft, programs=args.programs))
@@ -209,7 +216,8 @@ def cmd_run(args, parser: argparse.ArgumentParser) -> int:
     options = RunOptions(out=args.out, device=args.device, max_steps=args.max_steps, init=args.init,
                          dry_run=args.dry_run, verifier_workers=args.verifier_workers,
                          verifier_gpus=args.verifier_gpus, time_limit_s=args.time_limit,
-                         teacher_pools=getattr(args, "teacher_pools", 1), resume=getattr(args, "resume", False))
+                         teacher_pools=getattr(args, "teacher_pools", 1), resume=getattr(args, "resume", False),
+                         host_workers=args.host_workers)
     args.out.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:

@@ -112,14 +112,16 @@ TINY = Recipe(
     name="tiny",
     model=ModelSpec("tiny", hidden=256, layers=6, heads=4, vocab=4096),
     # SFT batch 32 (was 16): a step at 16 rows took 0.2-0.26 s (session 15), far above this model's
-    # arithmetic, so 32 rows should cost little more a step and halve 10 epochs over a few thousand pairs
+    # arithmetic, so 32 rows should cost little more a step and halve the steps of 10 epochs over a
+    # few thousand pairs (half as many updates at the same lr: measured in docs/benchmarks.md)
     sft=SFTSettings(lr=1e-3, batch=32, epochs=10, max_length=4096, programs=3000, heldout=32, warmup=0.05,
                     teacher_candidates=1, teaching_s=450.0),
     # RL: at lr 5e-5 (session 15) DRPO's held-out pass@1 fell from 53% to 31-44% within 70 steps;
-    # at 2e-5 with 2 prompts a step it still fell 3-15 points in 25-92 steps (DRPO and GRPO alike).
-    # Adam moves every weight by about lr a step whatever the gradient's size, so a noisy gradient
-    # (16 rollouts) moves the model as far as a clean one; greedy decoding of 600-token answers is
-    # fragile to such drift. Now 4 prompts a step (32 rollouts behind each step) at 1e-5
+    # at 2e-5 with 2 prompts a step it ended 3-15 points lower in 25-92 steps, all four runs (within
+    # the +-17 points 32 programs tell apart). Adam's step does not shrink with the gradient's
+    # scale, so a gradient from 16 rollouts, mostly noise, still moves every weight; greedy decoding
+    # of 600-token answers is fragile to that drift. Now 4 prompts a step (32 rollouts behind each
+    # step, so about half the steps in the same time) at 1e-5; see docs/benchmarks.md for the result
     rl=RLSettings(lr=1e-5, rollouts=8, prompts_per_step=4, max_completion=1536, temperature=0.8,
                   programs_per_stage=200, heldout_per_stage=32, eval_every=20, steps=400, save_every=50,
                   verify_timeout_s=30.0),

@@ -44,6 +44,9 @@ class RunOptions:
     time_limit_s: float | None = None  # training stops after the step that passes it (then saves)
     teacher_pools: int = 1  # SFT data: verifiers (each with its own reference worker) teaching at once
     resume: bool = False  # RL: go on from the output folder's last checkpoint (optimiser, step, curriculum)
+    # verifier workers on this machine, every teacher pool's and side-by-side run's together (None: this
+    # run's): each compiles kernels with its share of the cores
+    host_workers: int | None = None
 
 
 def program_seed(purpose: str, seed: int, index: int = 0) -> int:
@@ -82,8 +85,9 @@ def _verifier(options: RunOptions, **settings) -> Verifier:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         ids = visible.split(",") if visible else [str(i) for i in range(world)]
         gpus = ids[local % len(ids)]
+    host = options.host_workers or options.verifier_workers * options.teacher_pools
     return Verifier(VerifyConfig(device=_device(options.device), workers=options.verifier_workers, gpus=gpus,
-                                 **settings))
+                                 host_workers=host, **settings))
 
 
 class TimeLimit(TrainerCallback):

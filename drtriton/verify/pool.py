@@ -80,14 +80,13 @@ class Worker:
             "transfer_dir": transfer_dir,
             "writable_roots": [self.scratch, triton_cache],
             "isolate_network": settings.isolate_network,
+            "compile_threads": settings.compile_threads,
             "address_space_bytes": (settings.memory_limit_mb << 20)
             if settings.memory_limit_mb and settings.device == "cpu" else None,
         }
         env = _clean_env(settings.device, self.scratch, tmp, triton_cache, settings.cache_dir)
         if settings.gpus is not None and settings.device == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = settings.gpus
-        if settings.compile_threads:
-            env["DRTRITON_COMPILE_THREADS"] = str(settings.compile_threads)
         env["DRTRITON_WORKER_SETTINGS"] = json.dumps(worker_settings)
         parent_sock, child_sock = socket.socketpair()
         self.log_path = os.path.join(self.scratch, "worker.log")
@@ -326,20 +325,23 @@ class GpuLock:
 
     @contextlib.contextmanager
     def _hold(self, mode: int):
-        fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
-        gate = os.open(self.turnstile, os.O_CREAT | os.O_RDWR, 0o600)
-        try:
+        with contextlib.ExitStack() as stack:
+            fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600)
+            stack.callback(os.close, fd)
+            gate = os.open(self.turnstile, os.O_CREAT | os.O_RDWR, 0o600)
+            stack.callback(os.close, gate)
             # exclusive: keep the turnstile shut until the lock is ours; shared: only pass through
-            fcntl.flock(gate, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH)
-            if mode != fcntl.LOCK_EX:
+            try:
+                fcntl.flock(gate, fcntl.LOCK_EX if mode == fcntl.LOCK_EX else fcntl.LOCK_SH)
+                if mode != fcntl.LOCK_EX:
+                    fcntl.flock(gate, fcntl.LOCK_UN)
+                fcntl.flock(fd, mode)
+            finally:  # open again however the wait ended
                 fcntl.flock(gate, fcntl.LOCK_UN)
-            fcntl.flock(fd, mode)
-            fcntl.flock(gate, fcntl.LOCK_UN)
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(gate)
-            os.close(fd)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
 
     def shared(self):
         return self._hold(fcntl.LOCK_SH)

@@ -84,6 +84,9 @@ class VerifyConfig:
             raise ValueError(f"mode must be strict or mixed, not {self.mode!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, not {self.device!r}")
+        for name in ("compile_threads", "host_workers"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, or None for the default")
         if self.trials < 5:
             raise ValueError("at least 5 correctness trials")
         if self.timing_trials < 1:

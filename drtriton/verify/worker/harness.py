@@ -428,7 +428,7 @@ class CandidateHarness:
         import torch._dynamo  # noqa: F401  (it rewraps torch.manual_seed & co. on first import)
 
         if self.device == "cuda":  # inside the recorder's wrapper: its compile threads run "in a launch"
-            parallel_compile.install()
+            parallel_compile.install(settings.get("compile_threads"))  # the pool's share of the host
         self.recorder = LaunchRecorder()
         self.recorder.install()
         self.patches = PatchDetector()  # after the recorder: its wrappers are the originals now

@@ -30,8 +30,7 @@ _pool: ThreadPoolExecutor | None = None
 def _threads(threads: int | None = None) -> ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        # the pool sets the worker's share of the host (DRTRITON_COMPILE_THREADS)
-        n = threads or int(os.environ.get("DRTRITON_COMPILE_THREADS", 0)) or min(8, os.cpu_count() or 1)
+        n = threads or min(8, os.cpu_count() or 1)
         _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="triton-compile")
         # every thread started now: the sandbox counts threads across a candidate's calls, and
         # one started during a call would read as the candidate's
