@@ -523,6 +523,9 @@ def test_grpo_ablation_takes_a_step(sft_run, tmp_path, monkeypatch):
     # a stuck rollout holds a step no longer than the recipe's verification timeout, and rewards
     # time the configurations the trials tuned
     assert [c.timeout_s for c in configs] == [TINY.rl.verify_timeout_s]
+    # ... nor one whose kernels take long to compile (a load held a step 123 s)
+    assert [c.load_timeout_s for c in configs] == [TINY.rl.verify_load_timeout_s] and \
+        TINY.rl.verify_load_timeout_s < 60
     assert [c.retune_before_timing for c in configs] == [False]
     # GRPO's reward is correctness + 0.1 x the speed reward: a correct rollout slower than eager
     # still outranks a wrong one (at weight 1 it did not, and GRPO un-learned correctness)

@@ -126,6 +126,23 @@ def test_faults_give_failed_verdicts_and_the_next_verdict_is_right(fault):
         assert after.correct, after.reasons
 
 
+def test_a_load_that_takes_too_long_fails_within_the_load_timeout():
+    """RL rewards allow a candidate's load (which compiles its kernels ahead) less than the
+    verifier's 900 s for whole networks: one rollout's 123 s compile held its whole step."""
+    import time
+
+    from drtriton.verify import Verifier, VerifyConfig
+
+    slow_import = relu_candidate("out = torch.empty_like(x)\nn = x.numel()\n" + LAUNCH + "return out\n",
+                                 extra="while True:\n    pass\n")
+    with Verifier(VerifyConfig(device="cpu", workers=1, load_timeout_s=3)) as ver:
+        started = time.monotonic()
+        v = ver.verify(problem(RELU), slow_import)
+        assert v.status == "failed" and "timed out" in " ".join(v.reasons), v.reasons
+        assert time.monotonic() - started < 30
+        assert ver.verify(problem(RELU), RELU_OK).correct
+
+
 def test_a_large_problem_is_checked_again_with_the_gpu_memory_to_itself(monkeypatch):
     """On a GPU, a problem whose inputs and outputs pass ALONE_BYTES (or that ran out of memory
     beside other checks) is checked again holding the memory lock alone: the verdict is about

@@ -67,6 +67,11 @@ class RLSettings:
     # a rollout's verification step (load, one trial) may take this long: the rewards of a step wait
     # for its slowest rollout (one stuck candidate held a tiny-recipe step for 166 s at the default 120 s)
     verify_timeout_s: float = 60.0
+    # ... and its load, which compiles every kernel of it ahead (the verifier's default allows 900 s,
+    # for whole networks): one rollout whose kernels took 123 s to compile held a whole step that
+    # long (session 16; the earlier sessions' 27-265 s waits). A one-operator program's kernels
+    # compile in seconds; a rollout that needs more is wrong anyway
+    verify_load_timeout_s: float = 45.0
     use_vllm: bool = False
     # GRPO (the ablation) sums its rewards: correctness + weight * log(t_eager / t_triton). At weight
     # 1 a correct rollout slower than eager by e (these small programs run at ~0.4x) scores below a

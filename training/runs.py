@@ -379,7 +379,8 @@ def run_rl(recipe: Recipe, options: RunOptions, algorithm: str = "drpo", say: Sa
         # no shuffle: the curriculum's stream is shuffled already, and TRL's buffered shuffle of an
         # iterable dataset would hold 1,000 prompts of the old stage after the curriculum moves on
         shuffle_dataset=False, seed=recipe.data.seed, remove_unused_columns=False)
-    with _verifier(options, timeout_s=r.verify_timeout_s, retune_before_timing=False) as verifier:
+    with _verifier(options, timeout_s=r.verify_timeout_s, load_timeout_s=r.verify_load_timeout_s,
+                   retune_before_timing=False) as verifier:
         rewards = VerifierRewards(verifier)
         # the held-out checks have their own: the step metrics (verified, the slowest) count rollouts only
         heldout_rewards = VerifierRewards(verifier)

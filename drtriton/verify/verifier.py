@@ -55,6 +55,9 @@ class VerifyConfig:
     after_timing_trials: int = 2  # re-checks with new inputs, in the buffers of earlier calls
     timeout_s: float = 120.0  # per step (load, one trial)
     compile_timeout_s: float = 900.0  # building the reference and torch.compile, once a problem
+    # loading a candidate, which compiles its kernels ahead (None: compile_timeout_s; RL rewards
+    # allow less: one rollout's slow compile holds its whole step)
+    load_timeout_s: float | None = None
     timing_trials: int = 100
     # tune autotuned kernels again, with the GPU held alone, before timing (their trials tuned them
     # beside other checks). RL rewards turn it off: re-tuning every rollout's kernels alone made
@@ -84,6 +87,8 @@ class VerifyConfig:
             raise ValueError(f"mode must be strict or mixed, not {self.mode!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, not {self.device!r}")
+        if self.load_timeout_s is not None and self.load_timeout_s <= 0:
+            raise ValueError("load_timeout_s must be positive, or None for compile_timeout_s")
         for name in ("compile_threads", "host_workers"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, or None for the default")
@@ -408,7 +413,7 @@ class _Check:
                 "class_name": report.candidate_class, "init_seed": self.verifier.init_seed,
                 "training": prep["training"], "state_fingerprint": prep["state_fingerprint"],
                 "mode": self.mode, "kernels": report.kernels,
-            }, timeout=self.config.compile_timeout_s)
+            }, timeout=self.config.load_timeout_s or self.config.compile_timeout_s)
             v.settings["parameters"] = loaded["parameters"]
             if loaded.get("compiled_ahead") is not None:  # kernels compiled before the first call
                 v.settings["compiled_ahead"] = loaded["compiled_ahead"] or "every kernel"
