@@ -32,10 +32,10 @@ case $stage in
   sft)
     drtriton-train sft --recipe tiny --device cuda --teacher-pools 4 --verifier-workers 4 --out "$run/sft" "${@:3}" ;;
   rl)
-    seconds=$3 i=0
+    seconds=$3 i=0 w=$(workers 4)
     for name in $runs; do
       CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train drpo --recipe tiny --algorithm "${name%_s*}" --seed "${name#*_s}" \
-        --device cuda --verifier-workers "$(workers 4)" --host-workers $(( $(workers 4) * 4 )) \
+        --device cuda --verifier-workers "$w" --host-workers $(( w * 4 )) \
         --init "$run/sft/model" --time-limit "$seconds" --out "$run/$name" "${@:4}" >> "$run/$name.log" 2>&1 &
       i=$((i + 1))
     done
@@ -45,11 +45,11 @@ case $stage in
     # then `drtriton-train sft --out RUN/NAME --hidden 384`: the same pairs on a model of another size)
     models=()
     for model in "$run"/*/model; do [ -e "$model/config.json" ] && models+=("$model"); done
-    i=0
+    i=0 w=$(workers ${#models[@]})
     for model in "${models[@]}"; do
       name=$(basename "$(dirname "$model")")
       CUDA_VISIBLE_DEVICES=$(on_gpu $i) drtriton-train eval --recipe tiny --device cuda --init "$model" --heldout 200 \
-        --ks 1 --verifier-workers "$(workers ${#models[@]})" --host-workers $(( $(workers ${#models[@]}) * ${#models[@]} )) --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
+        --ks 1 --verifier-workers "$w" --host-workers $(( w * ${#models[@]} )) --out "$run/eval_$name" "${@:3}" > "$run/eval_$name.log" 2>&1 &
       i=$((i + 1))
     done
     wait

@@ -92,7 +92,7 @@ def _shapes(root: ast.AST) -> dict[int, tuple[int, bool]]:
             clean = clean and all(x[2] for x in seen)
         if isinstance(node, ast.Name):
             runtime = node.id not in _STATIC and not node.id.isupper()
-        if isinstance(node, ast.Call) and any(k in dotted_name(node.func, partial=True) for k in _EFFECTS):
+        if _calls_kind(node, _EFFECTS):
             clean = False
         structure = structures.setdefault(tuple(parts), len(structures))
         operation = isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.Subscript)) and not (
@@ -104,8 +104,13 @@ def _shapes(root: ast.AST) -> dict[int, tuple[int, bool]]:
     return facts
 
 
+def _calls_kind(node: ast.AST, kinds: tuple[str, ...]) -> bool:
+    """`node` is a call whose callee's name contains one of `kinds` (`tl.atomic_add`: "atomic")."""
+    return isinstance(node, ast.Call) and any(k in dotted_name(node.func, partial=True) for k in kinds)
+
+
 def _calls(node: ast.AST, kinds: tuple[str, ...]) -> bool:
-    return any(isinstance(n, ast.Call) and any(k in dotted_name(n.func, partial=True) for k in kinds) for n in ast.walk(node))
+    return any(_calls_kind(n, kinds) for n in ast.walk(node))
 
 
 def _count(node: ast.AST, facts: dict[int, tuple[int, bool]], counts: dict[int, int]) -> None:
