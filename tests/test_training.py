@@ -265,8 +265,11 @@ def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
     calls = _script_rollouts(monkeypatch, tokenizer)
     evaluated = []
 
+    heldout_verified = []  # what the held-out checks' rewards had verified when they were asked
+
     def held_out_pass1(model, tok, rewards, rows, max_new_tokens):
         evaluated.append([r["id"] for r in rows])
+        heldout_verified.append(rewards.verified)
         return 1.0  # above the threshold: the curriculum moves on after step 1
 
     monkeypatch.setattr(runs, "pass_at_1", held_out_pass1)
@@ -287,6 +290,9 @@ def test_drpo_with_scripted_rollouts(sft_run, tmp_path, monkeypatch):
     # decoded matched the sampler's), each verified once
     # two distinct honest rollouts (relu, then row sum: a repeat is a cached verdict) and two refused
     assert summary["verified_early"] == 2 and summary["verified_completions"] == 4
+    # the held-out checks have rewards of their own: the rollouts' verifications are not theirs (and
+    # the step metrics count rollouts only)
+    assert len(heldout_verified) > 1 and heldout_verified == [0] * len(heldout_verified)
 
     # step 1's loss by hand: with one correct and one wrong rollout the coefficients are +1 and -1,
     # so loss = -(s_correct - s_wrong); the policy is still the reference, so the KL term is 0

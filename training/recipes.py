@@ -116,9 +116,9 @@ class Recipe:
 TINY = Recipe(
     name="tiny",
     model=ModelSpec("tiny", hidden=256, layers=6, heads=4, vocab=4096),
-    # SFT batch 32 (was 16): a step at 16 rows took 0.2-0.26 s (session 15), far above this model's
-    # arithmetic, so 32 rows should cost little more a step and halve the steps of 10 epochs over a
-    # few thousand pairs (half as many updates at the same lr: measured in docs/benchmarks.md)
+    # SFT batch 32 (was 16): a step took 0.2-0.26 s at 16 rows (session 15) and 0.34 s at 32 on an
+    # H200 (session 16), about 1.4x the rows a second (3,558 pairs at 32 reached 58% held-out on 200
+    # programs, in two schedules: docs/benchmarks.md)
     sft=SFTSettings(lr=1e-3, batch=32, epochs=10, max_length=4096, programs=3000, heldout=32, warmup=0.05,
                     teacher_candidates=1, teaching_s=450.0),
     # RL: at lr 5e-5 (session 15) DRPO's held-out pass@1 fell from 53% to 31-44% within 70 steps;
