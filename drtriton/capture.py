@@ -316,6 +316,8 @@ VIEWS = {
     "aten.split.Tensor", "aten.split_with_sizes.default", "aten.unbind.int", "aten.chunk.default",
     "aten.tensor_split.sections", "aten.tensor_split.indices", "aten.movedim.int", "aten.diagonal.default",
     "aten.expand_as.default", "aten.view_as.default", "aten.reshape_as.default",
+    "aten.as_strided.default",  # what Tensor.unfold (sliding windows) lowers to
+    "aten.meshgrid.default", "aten.meshgrid.indexing",  # expanded views of each input
     # what PyTorch's reference decompositions (the second lowering table) leave as prims; generated
     # code spells them in aten (emit/pytorch.py), which the verifier knows
     "prims.broadcast_in_dim.default",
@@ -424,10 +426,30 @@ def _embedding_bag_result_only(n) -> bool:
     return all(u.target is operator.getitem and u.args[1] == 0 for u in n.users)
 
 
-_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only}
-#: operators whose PyTorch decomposition covers only some cases (adaptive_max_pool2d: even
-#: windows and global pooling): ours, which covers them all, is taken first
-_OURS_FIRST = {"aten.adaptive_max_pool2d.default", "aten.bilinear.default"}  # bilinear: PyTorch's -> _trilinear
+def _on_contiguous_input(n) -> bool:
+    """A scatter into a view of its input, lowered to positions in the input's storage: only
+    where that storage is the input's own contiguous layout."""
+    val = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
+    return val is not None and val.is_contiguous() and val.storage_offset() == 0
+
+
+def _masked_index(n) -> bool:
+    """x[mask]: an index tensor of booleans (integer ones are the vocabulary's `index`)."""
+    import torch
+
+    return any(getattr(i, "meta", {}).get("val") is not None and i.meta["val"].dtype in (torch.bool, torch.uint8)
+               for i in n.args[1] if i is not None)
+
+
+_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only, "aten.index.Tensor": _masked_index,
+              "aten.as_strided_scatter.default": _on_contiguous_input,
+              "aten.diagonal_scatter.default": _on_contiguous_input}
+#: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
+#: adaptive_max_pool2d: PyTorch's covers only even windows and global pooling; bilinear: it goes
+#: through _trilinear; the scatters into views: a copy into a view, which functionalisation turns
+#: back into the same scatter
+_OURS_FIRST = {"aten.adaptive_max_pool2d.default", "aten.bilinear.default", "aten.as_strided_scatter.default",
+               "aten.diagonal_scatter.default", "aten.index.Tensor"}
 
 
 def store_lowerings() -> dict:
@@ -445,7 +467,13 @@ def store_lowerings() -> dict:
       read with advanced indexing, chosen with `where` (Inductor's two-step algorithm).
     - `bilinear` (nn.Bilinear): a matrix product of x2 with the weight as (out x in1, in2), then
       the product with x1 summed over in1 (no (out, in1, in2)-sized intermediate per sample).
-    - `addbmm`: the batched product summed over the batch, scaled, plus beta * self."""
+    - `addbmm`: the batched product summed over the batch, scaled, plus beta * self.
+    - `as_strided_scatter`, `diagonal_scatter` (on a contiguous input): src stored with index_put
+      at the view's element positions (an arange per dimension times its stride).
+    - `nonzero`, `nonzero_static`, `masked_select`, `x[mask]`: compaction, each kept element's row
+      from a cumsum of the mask and stored with index_put, the count read back as the size.
+    - `linalg_pinv`: from the SVD (or eigh), as PyTorch's C++ computes it.
+    - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features."""
     import torch
 
     aten = torch.ops.aten
@@ -543,6 +571,105 @@ def store_lowerings() -> dict:
             return prod
         return (self * beta if beta != 1 else self) + prod
 
+    def as_strided_scatter(self, src, size, stride, storage_offset=None):
+        # the strided view's element positions in self's storage (contiguous: `_LOWERABLE`), one
+        # arange per dimension times its stride, then src stored there (index_put)
+        pos = torch.full((), storage_offset or 0, dtype=torch.int64, device=self.device)
+        for n, s in zip(size, stride):
+            pos = pos.unsqueeze(-1) + torch.arange(n, device=self.device) * s
+        flat = aten.index_put.default(self.reshape(-1), [pos.reshape(-1)], src.reshape(-1))
+        return flat.view(self.shape)
+
+    def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
+        view = self.diagonal(offset, dim1, dim2)  # its sizes and strides in self's contiguous layout
+        return as_strided_scatter(self, src, view.shape, view.stride(), view.storage_offset())
+
+    def positions(shape, device):
+        # every element's coordinates in row-major order, (numel, ndim): an arange per dimension
+        # broadcast over the others, stacked
+        if len(shape) == 0:
+            return torch.zeros((1, 0), dtype=torch.int64, device=device)
+        grids = [torch.arange(n, device=device).view([-1 if j == d else 1 for j in range(len(shape))]).expand(shape)
+                 for d, n in enumerate(shape)]
+        return torch.stack(grids, -1).reshape(-1, len(shape))
+
+    def compact(keep, values, count, fill=0):
+        # the rows of values (P, ...) that keep (P,) marks, in order, as the first `count` rows:
+        # each kept row's place from a cumsum of keep, stored with index_put; the others (and kept
+        # rows past count) go to a spare last row, dropped
+        at = aten.cumsum.default(keep.to(torch.int64), 0) - 1
+        at = torch.where(keep & (at < count), at, count)
+        out = values.new_full((count + 1, *values.shape[1:]), fill)
+        return aten.slice.Tensor(aten.index_put.default(out, [at], values), 0, 0, count)
+
+    def counted(keep):
+        # how many are kept: the output's size, read back to the host (a data-dependent shape)
+        n = keep.sum().item()
+        torch._check(n >= 0)
+        torch._check(n <= keep.shape[0])
+        return n
+
+    def nonzero(self):
+        keep = (self != 0).reshape(-1)
+        return compact(keep, positions(self.shape, self.device), counted(keep))
+
+    def nonzero_static(self, size, fill_value=-1):
+        keep = (self != 0).reshape(-1)
+        return compact(keep, positions(self.shape, self.device), size, fill_value)
+
+    def masked_select(self, mask):
+        shape = torch.broadcast_shapes(self.shape, mask.shape)
+        keep = mask.expand(shape).reshape(-1)
+        return compact(keep, self.expand(shape).reshape(-1), counted(keep))
+
+    def index(self, indices):
+        # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
+        # dimension it covers (PyTorch's rule), leaving the integer indexing the vocabulary covers
+        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+            return NotImplemented  # integer indices: aten's own (this table is asked again inside)
+        out = []
+        for i in indices:
+            masked = i is not None and i.dtype in (torch.bool, torch.uint8)
+            out += list(nonzero(i).unbind(1)) if masked else [i]
+        return aten.index.Tensor(self, out)
+
+    def pinv(self, atol=None, rtol=None, hermitian=False):
+        # PyTorch's linalg_pinv written out: V S^+ U^T from the SVD (hermitian: U S^+ U^T from
+        # eigh), S^+ the reciprocals of the values above max(atol, rtol * the largest), rtol by
+        # default eps * max(m, n) (0 where atol > 0 is given)
+        def tensor(v):
+            return v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=self.dtype, device=self.device)
+
+        if rtol is None:
+            default = torch.finfo(self.dtype).eps * max(self.shape[-1], self.shape[-2])
+            rtol = default if atol is None else torch.where(tensor(atol) > 0, 0.0, default)
+        atol, rtol = tensor(0.0 if atol is None else atol), tensor(rtol)
+        if hermitian:
+            values, u = aten._linalg_eigh.default(self, "L", True)
+            size, v = values.abs(), u
+            largest = size.amax(-1, keepdim=True)
+        else:
+            u, values, vh = aten._linalg_svd.default(self, False, True)
+            size, v = values, vh.mT
+            largest = values[..., :1]
+        tol = torch.maximum(atol.unsqueeze(-1), rtol.unsqueeze(-1) * largest)
+        inverse = torch.where(size > tol, values.reciprocal(), 0.0)
+        return torch.matmul(v * inverse.unsqueeze(-2), u.mT)
+
+    def cdist(x1, x2, p, compute_mode=None):
+        # every pair's p-norm distance from the broadcast differences, reduced over features
+        # (PyTorch's matrix-product form for p = 2 rounds differently; the direct sum is closer)
+        diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()
+        if p == 0:
+            return (diff != 0).to(x1.dtype).sum(-1)
+        if p == float("inf"):
+            return diff.amax(-1)
+        if p == 1:
+            return diff.sum(-1)
+        if p == 2:
+            return (diff * diff).sum(-1).sqrt()
+        return diff.pow(p).sum(-1).pow(1.0 / p)
+
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
         # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
@@ -554,7 +681,11 @@ def store_lowerings() -> dict:
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
             aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear,
-            aten.addbmm.default: addbmm}
+            aten.addbmm.default: addbmm, aten.as_strided_scatter.default: as_strided_scatter,
+            aten.diagonal_scatter.default: diagonal_scatter, aten.nonzero.default: nonzero,
+            aten.nonzero_static.default: nonzero_static, aten.masked_select.default: masked_select,
+            aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
+            aten._cdist_forward.default: cdist}
 
 
 def _covered(g: Graph) -> Counter:

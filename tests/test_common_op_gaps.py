@@ -66,6 +66,37 @@ CASES = [
     # a base of 1 stays PyTorch's (1 ** nan is 1, exp(nan * 0) is not): mixed mode runs it there
     ("torch.pow(1.0, x) * 2.0", "torch.where(torch.rand(3, 9) < 0.3, float('nan'), torch.randn(3, 9))", "mul_scalar"),
     ("torch.addbmm(x[0], x, x.transpose(1, 2), beta=0.5, alpha=2.0)", "torch.randn(3, 5, 5)", "bmm"),
+    # views that capture left to PyTorch's kernels: Tensor.unfold's as_strided (sliding windows)
+    ("x.unfold(-1, 4, 2).amax(-1) * 2.0", "torch.randn(3, 5, 11)", "max"),
+    # scatters into a view of a contiguous input: index_put at the view's element positions
+    ("torch.diagonal_scatter(x, x.diagonal(1).exp(), 1)", "torch.randn(4, 6)", "index_put"),
+    ("torch.as_strided_scatter(x, x[:2, :3].exp(), (2, 3), (1, 4), 1)", "torch.randn(4, 6)", "index_put"),
+    # data-dependent sizes (a cumsum of the mask places each kept element, the count read back):
+    # a boolean mask as an index, nonzero, masked_select, nonzero_static's fixed size
+    ("x[x > 0.3] * 2.0", "torch.randn(5, 7)", "index_put"),
+    ("x[x.sum(-1) > 0].relu()", "torch.randn(6, 5)", "index_put"),
+    ("torch.nonzero(x > 0.5)", "torch.randn(4, 6)", "index_put"),
+    ("torch.masked_select(x, x.abs() > 1.0)", "torch.randn(3, 8)", "index_put"),
+    ("torch.nonzero_static(x > 0.0, size=7, fill_value=-2)", "torch.randn(3, 4)", "index_put"),
+    # pairwise distances: the broadcast differences' p-norm (p = 2 past 25 rows is PyTorch's
+    # matrix-product form, rounded otherwise), p = 1, inf, 0 (a count) and a fraction
+    ("torch.cdist(x, x[:, :4] + 1.0)", "torch.randn(2, 30, 6)", "sum"),
+    ("torch.cdist(x, x.flip(1), p=1.0)", "torch.randn(3, 5, 4)", "sum"),
+    ("torch.cdist(x, x * 0.5, p=float('inf'))", "torch.randn(3, 5, 4)", "max"),
+    ("torch.cdist(x, x.round(), p=0.0)", "torch.randn(3, 5, 4).round() + torch.rand(3, 5, 4).round()", "sum"),
+    ("torch.cdist(x, x.flip(1), p=0.7)", "torch.rand(2, 4, 3) + 0.1", "sum"),
+    # the neighbouring float32 (x's bits stepped as an integer): both directions, from 0, x == y, NaN
+    ("torch.nextafter(x, x.flip(0)) - x",
+     "torch.cat([torch.randn(4, 6), torch.zeros(1, 6), torch.full((1, 6), float('nan'))])", "nextafter"),
+    ("torch.nextafter(x, torch.zeros_like(x))", "torch.randn(3, 5)", "nextafter"),
+    # the regularized incomplete gamma functions: the series (x < a + 1), the continued fraction,
+    # a and x in the hundreds, PyTorch's special values (0, inf, negative, NaN)
+    ("torch.igamma(x.abs() * 3 + 0.05, x.abs().flip(-1) * 4) + torch.igammac(x.abs() + 0.5, x.abs() * 2)",
+     "torch.randn(4, 40)", "igamma"),
+    ("torch.special.gammaincc(x * 300 + 1, x * 290 + 20)", "torch.rand(3, 30)", "igammac"),
+    ("torch.igamma(x, x.flip(0)) + torch.igammac(x.flip(-1), x)",
+     "torch.tensor([[0.0, 1.0, 2.0, float('inf'), -1.0, 3.0], [2.0, 0.0, float('inf'), 5.0, 1.0, float('nan')]])",
+     "igamma"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -123,6 +123,41 @@ def test_triangular_solves(cpu_verifier, expr, inputs):
     check(cpu_verifier, source(expr, inputs, args), [expr.split("(")[0].split(".")[-1]])
 
 
+SYM = "(lambda a: a + a.mT)(torch.randn(3, 5, 5))"
+REDUCED_SVD = "torch.linalg.svd(x, full_matrices=False)"
+
+
+@pytest.mark.parametrize("expr,inputs,label", [
+    ("torch.linalg.eigvalsh(x)", SYM, "eigh"),
+    ("torch.linalg.eigvalsh(x, UPLO='U')", "torch.randn(2, 4, 4)", "eigh"),  # the upper triangle read
+    ("torch.linalg.eigvalsh(x)", "torch.randn(6, 6).tril() @ torch.randn(6, 6).tril().mT", "eigh"),  # one matrix
+    # eigenvectors through what their signs do not change: V diag(w) V^T, V^T V
+    ("(lambda w, v: (v * w.unsqueeze(-2)) @ v.mT + v.mT @ v)(*torch.linalg.eigh(x))", SYM, "eigh"),
+    ("torch.linalg.pinv(x, hermitian=True)", SYM, "eigh"),
+    ("torch.linalg.svdvals(x)", "torch.randn(3, 6, 4)", "svd"),  # tall
+    ("torch.linalg.svdvals(x)", "torch.randn(2, 3, 7)", "svd"),  # wide: Jacobi on A^T
+    ("torch.linalg.pinv(x)", "torch.randn(3, 6, 4)", "svd"),
+    ("torch.linalg.pinv(x)", "torch.randn(3, 4, 6)", "svd"),
+    ("torch.linalg.matrix_rank(x)", "torch.randn(3, 6, 2) @ torch.randn(3, 2, 5)", "svd"),  # rank 2
+    ("torch.linalg.cond(x)", "torch.randn(3, 4, 4) * 0.3 + 2 * torch.eye(4)", "svd"),
+    # U S Vh rebuilds A, and U, V have orthonormal columns, whatever their signs
+    (f"(lambda u, s, vh: ((u * s.unsqueeze(-2)) @ vh, u.mT @ u, vh @ vh.mT))(*{REDUCED_SVD})", "torch.randn(3, 5, 3)",
+     "svd"),
+    (f"(lambda u, s, vh: ((u * s.unsqueeze(-2)) @ vh, u @ u.mT, vh @ vh.mT))(*{REDUCED_SVD})", "torch.randn(2, 3, 5)",
+     "svd"),
+])
+def test_jacobi_eigh_and_svd(cpu_verifier, expr, inputs, label):
+    check(cpu_verifier, source(expr, inputs, "x"), [label], second=not inputs.startswith("torch.randn(6, 6)"))
+
+
+def test_full_singular_vectors_of_a_rectangular_matrix_are_left_to_pytorch(cpu_verifier):
+    """full_matrices=True completes U or V past the rank: no Triton plan in strict mode, PyTorch
+    keeps it in mixed mode."""
+    src = source("torch.linalg.svd(x)[0].abs().sum(-1)", "torch.randn(2, 5, 3)", "x")
+    problem, graph, _ = capture(src)
+    assert next(iter(BuiltinPolicy("cpu").candidates(problem, graph, "strict")), None) is None
+
+
 def test_large_matrices_fall_back_in_mixed_mode(cpu_verifier):
     """A matrix wider than one program holds: Unsupported in strict mode (said why); mixed mode
     keeps the inverse in PyTorch and the rest in Triton."""

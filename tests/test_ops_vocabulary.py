@@ -79,7 +79,8 @@ def test_record_is_complete(op):
         # tl functions the interpreter and Triton 3.6/3.7 both have (and ranges.py's NumPy shim)
         # (and the dtypes casts name, float64 for functions evaluated in it)
         assert set(re.findall(r"\btl\.(\w+)", text)) <= {"exp", "log", "abs", "erf", "where", "maximum", "minimum",
-                                                          "sqrt", "sin", "cos", "floor", "ceil", "float32", "float64"}
+                                                          "sqrt", "sin", "cos", "floor", "ceil", "float32", "float64",
+                                                          "int32"}
         assert set(re.findall(r"\{(\w+)\}", text)) <= {"x", "y", "z"}
     for spec in op.attrs:
         assert spec.describe()
@@ -160,3 +161,17 @@ def test_triton_templates_take_traced_attributes():
     assert ops.get("pow").triton_expr({"exponent": 3}) == "{x} * {x} * {x}"
     assert ops.get("pow").triton_expr({"exponent": 0.5}) == "tl.exp(0.5 * tl.log({x}))"
     assert ops.get("gelu").triton_expr({}) == ops.get("gelu").triton_expr({"approximate": "none"})
+
+
+def test_the_range_shim_reads_bit_casts_as_triton_does():
+    """ranges.py evaluates templates with NumPy (float64 samples): a bit cast reads the float32
+    bits, as the kernel does (nextafter steps x's bits as an integer)."""
+    import numpy as np
+    import torch
+
+    from drtriton.ops import ranges
+
+    x, y = np.array([1.0, 0.0, -2.0, 3.0, -0.5]), np.array([2.0, -1.0, 0.0, 3.0, -7.0])
+    got = ranges.evaluate(ops.VOCABULARY["nextafter"].triton_expr({}), x, y)
+    want = torch.nextafter(torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32))
+    assert np.array_equal(got, want.double().numpy())

@@ -6,7 +6,7 @@ import torch
 
 from drtriton.problem import from_source
 from drtriton.verify import Verdict
-from verifier_cases import CENTERED_MEAN, CENTERED_MEAN_F64, BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_OK, relu_candidate, src, LAUNCH, WILD_STORE_KERNEL
+from verifier_cases import CENTERED_MEAN, CENTERED_MEAN_F64, BATCHNORM_DROPOUT, BATCHNORM_EVAL_OK, HACKS, HONEST, LINEAR_RELU_BIAS, LINEAR_RELU_BIAS_MIXED, RELU, RELU_KERNEL, RELU_OK, relu_candidate, src, LAUNCH, WILD_STORE_KERNEL
 
 
 def problem(source, name="p"):
@@ -326,7 +326,8 @@ def test_timing_tunes_again_unless_the_config_says_not_to(retune):
                 "replay_ms": [], "checks": []}
 
     check = SimpleNamespace(config=VerifyConfig(retune_before_timing=retune), quick=True, launches=[],
-                            candidate_call=candidate_call, check_timed_outputs=lambda checks, trials: None,
+                            sizes_follow_data=False, candidate_call=candidate_call,
+                            check_timed_outputs=lambda checks, trials: None,
                             verifier=SimpleNamespace(gpu=SimpleNamespace(exclusive=contextlib.nullcontext)))
     _Check.measure(check, floor_bytes=0, input_bytes=4)
     assert requests[0]["retune"] is retune and requests[0]["compile"] is False  # quick: eager only
@@ -475,3 +476,46 @@ def test_the_first_call_has_time_to_compile_every_kernel(monkeypatch):
     assert limits[0] == (False, 20 + allowance)
     assert (True, 20 + allowance) in limits  # the second input configuration
     assert all(t == 20 for other, t in limits[1:] if not other)
+
+
+# x[mask]: the reference's output size follows the input values, so a candidate's sizes and grids
+# do too (compaction: each kept element's place from a cumsum, the count read back). Its launches
+# are then compared by kernel and order only; a candidate whose kernels follow the call count is
+# still refused.
+MASKED_ROWS = src("""
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x[x > 0.5])
+
+def get_inputs():
+    return [torch.randn(16, 24)]
+
+def get_init_inputs():
+    return []
+""")
+
+_MASKED_FORWARD = """
+        kept = x[x > 0.5]  # PyTorch (mixed mode); the kernel's size and grid follow the count
+        out = torch.empty_like(kept)
+        n = kept.numel()
+        {kernel}[(triton.cdiv(n, 128),)](kept, out, n, BLOCK=128)
+        return out
+"""
+
+
+def _masked_candidate(kernel: str, extra: str = "") -> str:
+    twin = RELU_KERNEL.replace("relu_kernel", "relu_twin_kernel")
+    return relu_candidate(_MASKED_FORWARD.format(kernel=kernel), extra=extra, kernel=RELU_KERNEL + twin)
+
+
+def test_launches_may_follow_data_dependent_sizes_but_not_the_call_count():
+    from drtriton.verify import Verifier, VerifyConfig
+
+    with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1)) as ver:
+        honest = ver.verify(problem(MASKED_ROWS, "masked"), _masked_candidate("relu_kernel"))
+        alternating = ver.verify(problem(MASKED_ROWS, "masked"), _masked_candidate(
+            "(relu_kernel if len(_CALLS) % 2 else relu_twin_kernel)", extra="_CALLS = []\n").replace(
+            "        out = torch.empty_like(kept)", "        _CALLS.append(1)\n        out = torch.empty_like(kept)"))
+    assert honest.correct, honest.reasons
+    assert not alternating.correct
+    assert "launches changed between calls" in " ".join(alternating.reasons), alternating.reasons

@@ -70,7 +70,7 @@ _UNARY = {
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
            "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
            "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp", "aten.fmax.default": "fmax",
-           "aten.fmin.default": "fmin"}
+           "aten.fmin.default": "fmin", "aten.igamma.default": "igamma", "aten.igammac.default": "igammac"}
 _POLYNOMIALS = [op.name for op in POLYNOMIALS]  # aten.special_<name>
 
 
@@ -156,6 +156,14 @@ def _arith(tensor_op: str, scalar_op: str | None, sign: float = 1.0):
 def _both_tensors(name: str):
     def m(node, values):
         return (name, {}) if _is_tensor(node.args[0]) and _is_tensor(node.args[1]) else None
+    return m
+
+
+def _float32_only(mapper):
+    """An operator whose template reads float32 bits (nextafter): other dtypes stay PyTorch's."""
+    def m(node, values):
+        out = values.get(node.outputs[0])
+        return mapper(node, values) if out is not None and out.dtype == "torch.float32" else None
     return m
 
 
@@ -509,6 +517,12 @@ _LINALG = {
         "triangular_solve", ["B", "A", "upper", "transpose", "unitriangular"], {},
         {"upper": _flag("upper", True), "transpose": _flag("transpose", False),
          "unitriangular": _flag("unitriangular", False)}),
+    # what eigh / eigvalsh and svd / svdvals (pinv, matrix_rank, cond, the nuclear norm) lower to
+    "aten._linalg_eigh.default": _linalg("eigh", ["A", "UPLO", "compute_v"], {"UPLO": "L", "compute_v": True},
+                                         {"upper": lambda a: a["UPLO"] == "U"}),
+    "aten._linalg_svd.default": _linalg("svd", ["A", "full_matrices", "compute_uv", "driver"],
+                                        {"full_matrices": False, "compute_uv": True, "driver": None},
+                                        {"full_matrices": _flag("full_matrices", False)}),
 }
 
 
@@ -791,6 +805,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},
     **{target: _both_tensors(name) for target, name in _BINARY.items()},
+    "aten.nextafter.default": _float32_only(_both_tensors("nextafter")),
     # orthogonal polynomials: the degree a tensor, or a number (`chebyshev_polynomial_t(x, 3)`)
     **{f"aten.special_{name}.{overload}": _tensor_and_number(name) for name in _POLYNOMIALS
        for overload in ("default", "n_scalar")},

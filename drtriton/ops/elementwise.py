@@ -654,6 +654,15 @@ LOGIC = (
            domains=("mask", "mask"), fns=("torch.logical_or",), methods=("logical_or",)),
     _logic("logical_xor", "torch.logical_xor({x}, {y})", "({x} != 0) ^ ({y} != 0)", "x xor y, broadcasting",
            domains=("mask", "mask"), fns=("torch.logical_xor",), methods=("logical_xor",)),
+    # the neighbouring float32 toward y: x's bits (as an int32) one step away from zero when y
+    # lies beyond x, toward it otherwise; from 0 the smallest subnormal; NaN where either is
+    _logic("nextafter", "torch.nextafter({x}, {y})",
+           "tl.where(({x} != {x}) | ({y} != {y}), {x} + {y}, tl.where({x} == {y}, {y}, tl.where({x} == 0.0, "
+           "tl.where({y} > 0.0, 1, -2147483647), {x}.to(tl.int32, bitcast=True) + tl.where(({x} > 0.0) == ({y} > {x}), "
+           "1, -1)).to(tl.float32, bitcast=True)))",
+           "the next float32 after x toward y, broadcasting (float32 only)", domains=("real", "real"),
+           fns=("torch.nextafter",), methods=("nextafter",), out_dtype="float32",
+           value_range=lambda ranges, attrs: ranges[0]),
     # -0.0 has its sign bit set too: 1 / -0.0 is -inf
     _logic("signbit", "torch.signbit({x})", "({x} < 0.0) | (({x} == 0.0) & (1.0 / {x} < 0.0))",
            "x's sign bit is set (negative, or -0.0)", domains=("real",), fns=("torch.signbit",), methods=("signbit",)),

@@ -1,6 +1,7 @@
 """Small dense linear algebra: LU with partial pivoting (lu_factor, lu, lu_unpack, lu_solve, det,
-slogdet, inv, solve), Cholesky (cholesky, cholesky_solve, cholesky_inverse) and triangular
-solves (solve_triangular, triangular_solve).
+slogdet, inv, solve), Cholesky (cholesky, cholesky_solve, cholesky_inverse), triangular
+solves (solve_triangular, triangular_solve), and Jacobi rotations: symmetric eigenvalues (eigh)
+and singular values (svd).
 
 One Triton template serves them all (`drtriton.policy.emit.factorization`): a program owns one
 matrix of the batch in registers and runs the factorization as a loop over pivots. Capture maps
@@ -9,6 +10,8 @@ record's PyTorch form is the function's non-raising spelling (`*_ex`: a matrix t
 invertible or not positive-definite gives an `info`, not an error), so the shape rules hold on
 any values. lu_unpack and lu_solve take pivots that only an LU factorization makes: their
 records' forms factor `x` first (`torch.linalg.lu_factor(x)`), so their slots are matrices.
+Eigenvectors and singular vectors are unique only up to sign, so the forms shown for eigh and svd
+use what does not depend on it: eigvalsh, and pinv (V S^+ U^T).
 
 FLOPs: n^3 per matrix (a factorization is about 2n^3/3, a solve 2n^2 per right-hand side; a
 stand-in, as the rules are linear). Not drawn by synthesis: ill-conditioned draws would make
@@ -110,6 +113,25 @@ def _rhs_rule(what: str, a_slot: int, left_attr: str | None = None):
     return rule
 
 
+def _eigh_rule(ctx, dims, attrs):
+    """eigvalsh: the n eigenvalues of each symmetric (*, n, n) matrix."""
+    (a,) = dims
+    _square(ctx, a, "eigh")
+    return list(a[:-1]), _cost(ctx, a)
+
+
+def _pinv_rule(ctx, dims, attrs):
+    """pinv (the form shown for svd): (*, m, n) to (*, n, m)."""
+    (a,) = dims
+    if len(a) < 2:
+        raise ShapeError("svd: A must be a matrix or a batch of matrices")
+    return list(a[:-2]) + [a[-1], a[-2]], ctx.mul(*a, a[-1])
+
+
+def _eigh_template(attrs) -> str:
+    return "torch.linalg.eigvalsh({x}, UPLO='U')" if attrs.get("upper") else "torch.linalg.eigvalsh({x})"
+
+
 def _inv_template(attrs) -> str:
     if attrs.get("ind") is not None:
         return "torch.linalg.tensorinv({x}, ind={ind})"
@@ -165,4 +187,13 @@ OPERATORS = (
         "the solution of A X = B (or A^T X = B) for a triangular A, and a copy of A",
         (Choice("upper", (True, False)), Choice("transpose", (False, True)), Choice("unitriangular", (False, True))),
         ("torch.triangular_solve",), ("triangular_solve",), slots=("B", "A")),
+    _op("eigh", _eigh_rule, _eigh_template,
+        "eigenvalues (ascending) and eigenvectors of a symmetric matrix (its lower triangle, or upper) "
+        "by Jacobi rotations",
+        (Choice("upper", (False, True)),), ("torch.linalg.eigh", "torch.linalg.eigvalsh")),
+    _op("svd", _pinv_rule, "torch.linalg.pinv({x})",
+        "singular values (descending) and vectors by one-sided Jacobi, and what stands on them: pinv, "
+        "matrix_rank, cond, the nuclear norm (the form shown is pinv)",
+        fns=("torch.linalg.svd", "torch.linalg.svdvals", "torch.svd", "torch.linalg.pinv", "torch.pinverse"),
+        methods=("svd", "pinverse")),
 )

@@ -31,7 +31,7 @@ def _tl_shim():
     erf = np.vectorize(math.erf, otypes=[float])
     return SimpleNamespace(
         exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, sin=np.sin, cos=np.cos, floor=np.floor, ceil=np.ceil,
-        maximum=np.maximum, minimum=np.minimum, float32=np.float32, float64=np.float64,
+        maximum=np.maximum, minimum=np.minimum, float32=np.float32, float64=np.float64, int32=np.int32,
         # (these two return plain arrays: back to the type that takes `.to`)
         erf=lambda x: np.asarray(erf(x)).view(array), where=lambda c, a, b: np.asarray(np.where(c, a, b)).view(array),
     )
@@ -39,11 +39,17 @@ def _tl_shim():
 
 @functools.cache
 def _array_type():
-    """A NumPy array that also takes Triton's cast, `x.to(tl.float64)` (ufuncs keep the type)."""
+    """A NumPy array that also takes Triton's cast, `x.to(tl.float64)`, and its bit cast
+    (`bitcast=True`: the same bits read as another type of that width); ufuncs keep the type."""
     import numpy as np
 
     class Array(np.ndarray):
-        def to(self, dtype):
+        def to(self, dtype, bitcast=False):
+            if bitcast:  # first to the source's kind at the target's width (float64 samples)
+                size, src = np.dtype(dtype).itemsize, np.asarray(self)
+                if src.dtype.itemsize != size:
+                    src = src.astype(f"{'f' if src.dtype.kind == 'f' else 'i'}{size}")
+                return src.view(dtype).view(Array)
             return np.asarray(self).astype(dtype).view(Array)
 
     return Array

@@ -28,6 +28,16 @@ def launched_kernel(signature: str) -> str:
     return signature.split("[", 1)[0].split("(", 1)[0]
 
 
+def same_launches(launches: list[str], expected: list[str], sizes_follow_data: bool = False) -> bool:
+    """Whether a call launched what the verified call did: the same signatures (kernels, grids,
+    integer arguments), or, where the reference's output sizes follow the input values (x[mask],
+    nonzero: its outputs' shapes differed between trials), the same kernels in the same order,
+    since their sizes and grids follow the data too."""
+    if sizes_follow_data:
+        return [launched_kernel(s) for s in launches] == [launched_kernel(s) for s in expected]
+    return launches == expected
+
+
 _HEAVY_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "tensordot", "mv",
               "addmv", "dot", "vdot", "addr", "scaled_mm", "int_mm", "cdist", "bilinear",
               "lstm", "gru", "rnn_tanh", "rnn_relu", "embedding_bag"}

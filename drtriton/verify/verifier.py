@@ -32,7 +32,7 @@ from . import verdict as V
 from .gpus import lock_id
 from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
 from .static import check_source
-from .verdict import GraphTimings, Timing, Timings, Trial, Verdict, launched_kernel
+from .verdict import GraphTimings, Timing, Timings, Trial, Verdict, launched_kernel, same_launches
 
 NO_CUDA = "not measured (no CUDA device)"
 INPUT_SETS_BUDGET_BYTES = 12 << 30
@@ -359,6 +359,8 @@ class _Check:
     verdict: Verdict = field(init=False)
     other_sizes: str = field(default="", init=False)  # "a leading dimension of 32 instead of 64"
     launches: list | None = None  # the launch sequence of the first verified call
+    reference_shapes: list | None = None  # the reference's output shapes on the first trial
+    sizes_follow_data: bool = False  # a later trial's reference output shapes differed (x[mask])
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
     compile_allowance_s: float = 0.0  # added to the step limit of calls that compile (see run)
     reference_outputs: list = field(default_factory=list)
@@ -562,12 +564,17 @@ class _Check:
             cmp = self.reference_call({"op": "compare", "key": key, "seed": seed, "files": c["files"],
                                        "other_shapes": other})
             self.candidate_call({"op": "release"})
+        if not other:
+            if self.reference_shapes is None:
+                self.reference_shapes = r.get("output_shapes")
+            elif r.get("output_shapes") != self.reference_shapes:
+                self.sizes_follow_data = True
         if other:  # other grids, maybe other kernels: no launch sequence to compare
             v.triton_kernels = sorted(set(v.triton_kernels) | {launched_kernel(name) for name in c["launches"]})
         elif self.launches is None:
             self.launches = c["launches"]
             v.triton_kernels = sorted({launched_kernel(name) for name in c["launches"]})
-        elif c["launches"] != self.launches:
+        elif not same_launches(c["launches"], self.launches, self.sizes_follow_data):
             raise _Fault(V.REJECTED, f"launches changed between calls ({c['launches']} after "
                                      f"{self.launches}): behaviour depends on the call count or on inputs seen before")
         for op, n in c["pytorch_ops"].items():
@@ -635,7 +642,8 @@ class _Check:
         sets = max(1, min(c.input_sets, INPUT_SETS_BUDGET_BYTES // max(input_bytes, 1)))
         request = {"op": "time", "seeds": [secrets.randbits(62) for _ in range(sets)],
                    "trials": min(c.timing_trials, QUICK_TIMING_TRIALS) if self.quick else c.timing_trials,
-                   "warmup": c.timing_warmup, "launches": self.launches, "compile": not self.quick,
+                   "warmup": c.timing_warmup, "launches": self.launches, "sizes_follow_data": self.sizes_follow_data,
+                   "compile": not self.quick,
                    "retune": c.retune_before_timing,
                    # three sets at once (the references', the candidate's last and new ones) do
                    # not fit: the candidate's calls repeat nothing
@@ -665,7 +673,8 @@ class _Check:
                 self.candidate_call({"op": "prepare_graph", "seed": secrets.randbits(62)},
                                     timeout=c.compile_timeout_s)
             request = {"op": "time_graph", "seed": secrets.randbits(62), "trials": c.timing_trials,
-                       "warmup": c.timing_warmup, "launches": self.launches, "compile": True}
+                       "warmup": c.timing_warmup, "launches": self.launches,
+                       "sizes_follow_data": self.sizes_follow_data, "compile": True}
             with self.verifier.gpu.exclusive():
                 t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
             v.graph = self._graph_timings(t)

@@ -1,6 +1,7 @@
 """Small dense linear algebra (drtriton/ops/factorization.py): LU with partial pivoting and what
 is built on it (lu_factor, lu, lu_unpack, lu_solve, det, slogdet, inv, solve), Cholesky
-(cholesky, cholesky_solve, cholesky_inverse) and triangular solves.
+(cholesky, cholesky_solve, cholesky_inverse), triangular solves, and Jacobi rotations for
+symmetric eigenproblems (eigh) and singular values (svd).
 
 One template: a program owns one matrix of the batch (batch dims flattened, broadcast between
 operands by the launcher) and holds it in registers as a (BLOCK, BLOCK) tile, BLOCK the next
@@ -22,6 +23,15 @@ is not positive (info, 1-based) and returns what LAPACK's unblocked potf2 leaves
 it factored, the updated pivot, A's own values after it; a blocked potrf, for larger matrices,
 may leave other partial values, which PyTorch does not specify). Everything accumulates in
 float32, as LAPACK's float32 routines do.
+
+eigh is the cyclic Jacobi method on the symmetric matrix of A's lower (or upper) triangle: each
+rotation zeroes one off-diagonal pair, rows then columns, `SWEEPS` sweeps over every pair; the
+diagonal is then the eigenvalues (ascending, as LAPACK), the accumulated rotations the
+eigenvectors. svd is one-sided Jacobi (Hestenes) on the columns of A, or of A^T when A is wide:
+each rotation makes two columns orthogonal; the column norms are the singular values
+(descending), the normalised columns U, the rotations V. Eigenvectors and singular vectors are
+unique only up to sign, which LAPACK does not fix: what stands on them (pinv, projections) agrees
+with PyTorch, the vectors themselves may differ in sign.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported
 
 OPS = {"lu_factor", "lu", "lu_unpack", "lu_solve", "det", "slogdet", "inv", "solve", "cholesky", "cholesky_solve",
-       "cholesky_inverse", "solve_triangular", "triangular_solve"}
+       "cholesky_inverse", "solve_triangular", "triangular_solve", "eigh", "svd"}
 #: the largest matrix (and right-hand side width) one program holds: a 64 x 64 fp32 tile is 16 KB
 #: of registers per program, and the loop is O(n^3) masked work
 MAX_N = 64
@@ -60,7 +70,12 @@ ROLES = {
     "aten.cholesky_inverse.default": ("X",),
     "aten.linalg_solve_triangular.default": ("X",),
     "aten.triangular_solve.default": ("X", "A"),
+    "aten._linalg_eigh.default": ("eigenvalues", "eigenvectors"),
+    "aten._linalg_svd.default": ("U", "S", "Vh"),
 }
+#: Jacobi sweeps over every pair: convergence is quadratic once the off-diagonal part is small;
+#: float32 matrices up to MAX_N settle within 6-8, the rest is margin
+SWEEPS = 10
 
 _SWAPPED = "({0}.stride(0), {0}.stride(2), {0}.stride(1))"  # the transpose of each matrix of a batch
 
@@ -193,6 +208,76 @@ def _cholesky() -> list[str]:
             "    F = F - tl.where((ri[:, None] > k) & (ci[None, :] > k), l[:, None] * l[None, :], 0.0)"]
 
 
+def _rotation(a: str, b: str, g: str) -> list[str]:
+    """c, s of the Jacobi rotation that zeroes `g` between coordinates p and q with diagonal (or
+    squared norms) `a`, `b`: t the smaller root of t^2 + 2 tau t - 1 = 0 (Golub and Van Loan's
+    sym.schur2); none when g is 0."""
+    return [f"rot = {g} != 0.0",
+            f"tau = ({b} - {a}) / (2.0 * tl.where(rot, {g}, 1.0))",
+            "t = tl.where(rot, tl.where(tau >= 0.0, 1.0, -1.0) / (tl.abs(tau) + tl.sqrt(1.0 + tau * tau)), 0.0)",
+            "c = 1.0 / tl.sqrt(1.0 + t * t)",
+            "s = t * c"]
+
+
+def _rotate_columns(tile: str) -> list[str]:
+    """Columns p and q of `tile` rotated by (c, s)."""
+    return [f"cp = tl.sum(tl.where(ci[None, :] == p, {tile}, 0.0), axis=1)",
+            f"cq = tl.sum(tl.where(ci[None, :] == q, {tile}, 0.0), axis=1)",
+            f"{tile} = tl.where(ci[None, :] == p, (c * cp - s * cq)[:, None],",
+            f"    tl.where(ci[None, :] == q, (s * cp + c * cq)[:, None], {tile}))"]
+
+
+def _sweeps(body: list[str]) -> list[str]:
+    """`body` for every pair p < q of the N columns, SWEEPS times."""
+    return (["for sweep in range(SWEEPS):", "    for p in range(N - 1):", "        for q in range(p + 1, N):"]
+            + [f"            {line}" for line in body])
+
+
+def _jacobi_eigh(vectors: bool) -> list[str]:
+    """S (symmetric, N x N) to diagonal by two-sided rotations; V accumulates them."""
+    body = ["rp = tl.sum(tl.where(ri[:, None] == p, S, 0.0), axis=0)",
+            "rq = tl.sum(tl.where(ri[:, None] == q, S, 0.0), axis=0)",
+            *_rotation("tl.sum(tl.where(ci == p, rp, 0.0), axis=0)", "tl.sum(tl.where(ci == q, rq, 0.0), axis=0)",
+                       "tl.sum(tl.where(ci == q, rp, 0.0), axis=0)"),
+            "S = tl.where(ri[:, None] == p, (c * rp - s * rq)[None, :],",
+            "    tl.where(ri[:, None] == q, (s * rp + c * rq)[None, :], S))",
+            *_rotate_columns("S")]
+    if vectors:
+        body += _rotate_columns("V")
+    return _sweeps(body)
+
+
+def _jacobi_svd(vectors: bool) -> list[str]:
+    """G's N columns made orthogonal by one-sided rotations; V accumulates them."""
+    body = ["gp = tl.sum(tl.where(ci[None, :] == p, G, 0.0), axis=1)",
+            "gq = tl.sum(tl.where(ci[None, :] == q, G, 0.0), axis=1)",
+            *_rotation("tl.sum(gp * gp, axis=0)", "tl.sum(gq * gq, axis=0)", "tl.sum(gp * gq, axis=0)"),
+            "G = tl.where(ci[None, :] == p, (c * gp - s * gq)[:, None],",
+            "    tl.where(ci[None, :] == q, (s * gp + c * gq)[:, None], G))"]
+    if vectors:
+        body += _rotate_columns("V")
+    return _sweeps(body)
+
+
+def _ranked(v: str, descending: bool) -> list[str]:
+    """`rank` (over ci) of each of the N values `v` (over ci) in sorted order, ties by position,
+    and `w` (over ri) the sorted values."""
+    return [f"key = tl.where(ci < N, {'-' if descending else ''}{v}, float('inf'))",
+            "keyr = tl.sum(tl.where(ri[:, None] == ci[None, :], key[None, :], 0.0), axis=1)",
+            "before = (keyr[:, None] < key[None, :]) | ((keyr[:, None] == key[None, :]) & (ri[:, None] < ci[None, :]))",
+            "rank = tl.sum(before.to(tl.int32), axis=0)",
+            f"w = tl.sum(tl.where(rank[None, :] == ri[:, None], {v}[None, :], 0.0), axis=1)"]
+
+
+def _permute_columns(tile: str) -> list[str]:
+    """Column j of `tile` moved to column rank[j]."""
+    return [f"{tile}s = {tile} * 0.0",
+            "for j in range(N):",
+            f"    col = tl.sum(tl.where(ci[None, :] == j, {tile}, 0.0), axis=1)",
+            "    r = tl.sum(tl.where(ci == j, rank, 0), axis=0)",
+            f"    {tile}s = tl.where(ci[None, :] == r, col[:, None], {tile}s)"]
+
+
 # -- the kernel and its launch ----------------------------------------------------------------------
 
 class _Kernel:
@@ -243,7 +328,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     kernel = _Kernel()
     builder = _LU_FAMILY if op in _LU_FAMILY else _OTHERS
     lines = builder[op](program, node, ins, outs, kernel)
-    constexpr = [p for p in ("BLOCK", "BK", "ADJ") if f"{p}=" in lines[-1]]
+    constexpr = [p for p in ("BLOCK", "BK", "ADJ", "SWEEPS") if f"{p}=" in lines[-1]]
     source = "\n".join([
         "@triton.jit",
         f"def {name}({', '.join(kernel.params + [f'{p}: tl.constexpr' for p in constexpr])}):",
@@ -269,8 +354,8 @@ def _alloc(program: Program, value: str, shape: str, dtype: str = "torch.float32
     return f"{program.expr(value)} = torch.empty({shape}, device=_dev, dtype={dtype})"
 
 
-def _launch(block: str, bk: str | None = None, adj: str | None = None) -> str:
-    extra = (f", BK={bk}" if bk else "") + (f", ADJ={adj}" if adj else "")
+def _launch(block: str, bk: str | None = None, adj: str | None = None, sweeps: bool = False) -> str:
+    extra = (f", BK={bk}" if bk else "") + (f", ADJ={adj}" if adj else "") + (f", SWEEPS={SWEEPS}" if sweeps else "")
     return f"if _B:\n    KERNEL[(_B,)](ARGS, BLOCK={block}{extra}, num_warps=4)"
 
 
@@ -501,5 +586,67 @@ def _emit_triangular(program, node, ins, outs, kernel):
     return lines + [_launch("max(_next_pow2(_n), 2)", "max(_next_pow2(_r), 2)")]
 
 
-_OTHERS = {"cholesky": _emit_cholesky, "cholesky_solve": _emit_triangular, "cholesky_inverse": _emit_triangular,
+# -- Jacobi: eigh and svd ------------------------------------------------------------------------
+
+def _emit_eigh(program, node, ins, outs, kernel):
+    """eigenvalues (ascending) and eigenvectors of the symmetric matrix of A's lower triangle
+    (upper: its upper one)."""
+    lines = _one_matrix(program, ins[0])
+    kernel.matrix("a", "_a3")
+    kernel.value("N", "_n")
+    vectors = "eigenvectors" in outs
+    keep = "ri[:, None] <= ci[None, :]" if node.attrs.get("upper", False) else "ri[:, None] >= ci[None, :]"
+    kernel.body += _load("F", "a", "N", "N") + [f"S = tl.where({keep}, F, tl.trans(F))"]
+    if vectors:
+        kernel.body.append("V = tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)")
+    kernel.body += _jacobi_eigh(vectors) + _ranked("tl.sum(tl.where(ri[:, None] == ci[None, :], S, 0.0), axis=0)",
+                                                   descending=False)
+    if "eigenvalues" in outs:
+        lines.append(_alloc(program, outs["eigenvalues"], "(*_batch, _n)"))
+        kernel.value("w_out", program.expr(outs["eigenvalues"]))
+        kernel.body.append("tl.store(w_out + pid * N + ri, w, mask=ri < N)")
+    if vectors:
+        lines += [_alloc(program, outs["eigenvectors"], "_a.shape"),
+                  f"_v3 = {program.expr(outs['eigenvectors'])}.view(-1, _n, _n)"]
+        kernel.matrix("v_out", "_v3")
+        kernel.body += _permute_columns("V") + _store("v_out", "Vs", "N", "N")
+    return lines + [_launch("max(_next_pow2(_n), 2)", sweeps=True)]
+
+
+def _emit_svd(program, node, ins, outs, kernel):
+    """S (descending), U, Vh (reduced) of A by one-sided Jacobi on a tall matrix: A, or A^T when
+    A is wide (A^T = U' S V'^T: then U = V' and Vh = U'^T)."""
+    shape = program.values[ins[0]].shape
+    if node.attrs.get("full_matrices", True) and ("U" in outs or "Vh" in outs) and shape[-1] != shape[-2]:
+        raise Unsupported("full U and V of a matrix that is not square (bases completed past its rank)")
+    lines = _one_matrix(program, ins[0]) + ["_t = _m < _n", "_k = min(_m, _n)"]
+    kernel.matrix("a", "_a3", f"({_SWAPPED.format('_a3')} if _t else _a3.stride())")
+    kernel.value("M", "max(_m, _n)"), kernel.value("N", "_k")
+    vectors = "U" in outs or "Vh" in outs
+    kernel.body += _load("G", "a", "M", "N")
+    if vectors:
+        kernel.body.append("V = tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)")
+    kernel.body += _jacobi_svd(vectors) + ["sv = tl.sqrt(tl.sum(G * G, axis=0))"] + _ranked("sv", descending=True)
+    if "S" in outs:
+        lines.append(_alloc(program, outs["S"], "(*_batch, _k)"))
+        kernel.value("s_out", program.expr(outs["S"]))
+        kernel.body.append("tl.store(s_out + pid * N + ri, w, mask=ri < N)")
+    if vectors:
+        # the tall matrix's normalised columns (Q) and its rotations (V): U and Vh^T, or the other way
+        for role, dims, flat in (("U", "_m, _k", "_u3"), ("Vh", "_k, _n", "_vh3")):
+            if role in outs:
+                lines += [_alloc(program, outs[role], f"(*_batch, {dims})"),
+                          f"{flat} = {program.expr(outs[role])}.view(-1, {dims})"]
+            else:  # not used: scratch the kernel writes all the same
+                lines.append(f"{flat} = torch.empty((_B, {dims}), device=_dev, dtype=torch.float32)")
+        lines.append("_q3, _w3 = (_vh3, _u3) if _t else (_u3, _vh3)")
+        kernel.matrix("q_out", "_q3", f"({_SWAPPED.format('_q3')} if _t else _q3.stride())")
+        kernel.matrix("v_out", "_w3", f"(_w3.stride() if _t else {_SWAPPED.format('_w3')})")
+        kernel.body += ["Q = G * tl.where(sv > 0.0, 1.0 / tl.where(sv > 0.0, sv, 1.0), 0.0)[None, :]"]
+        kernel.body += _permute_columns("Q") + _permute_columns("V")
+        kernel.body += _store("q_out", "Qs", "M", "N") + _store("v_out", "Vs", "N", "N")
+    return lines + [_launch("max(_next_pow2(max(_m, _n)), 2)", sweeps=True)]
+
+
+_OTHERS = {"eigh": _emit_eigh, "svd": _emit_svd, "cholesky": _emit_cholesky, "cholesky_solve": _emit_triangular, "cholesky_inverse": _emit_triangular,
            "solve_triangular": _emit_triangular, "triangular_solve": _emit_triangular}

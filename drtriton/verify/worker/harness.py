@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 
 from ..compare import compare, compare_with_exact, conditioning, is_near_miss
-from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel
+from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel, same_launches
 from . import parallel_compile, transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, launch_signatures, python_thread_count
 from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
@@ -221,7 +221,8 @@ class ReferenceHarness:
         with torch.no_grad():
             outputs = self._forward(runtime, inputs)
         self.outputs[(req["key"], req["seed"])] = outputs
-        return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs)}
+        return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs),
+                "output_shapes": [list(o.shape) for o in outputs]}
 
     def _reference_other_shapes(self, runtime: ProblemRuntime, req: dict) -> dict:
         """The reference on the trial's second input configuration (`make_other_inputs`). A
@@ -710,7 +711,7 @@ class CandidateHarness:
         def compare_launches() -> None:
             while pending:
                 launches = launch_signatures(pending.pop())
-                if launches != expected:
+                if not same_launches(launches, expected, bool(req.get("sizes_follow_data"))):
                     mismatched_calls.append(launches)
 
         def run_model(model):
@@ -832,7 +833,7 @@ class CandidateHarness:
             return {"ok": True, "note": f"not capturable as a CUDA graph: {describe_error(e, self.candidate_file)}"}
         finally:
             launches = launch_signatures(self.recorder.end_call())
-        if launches != req["launches"]:
+        if not same_launches(launches, req["launches"], bool(req.get("sizes_follow_data"))):
             return {"ok": True, "note": "captured other launches than the verified calls made: "
                                         f"{launches[:3]} instead of {req['launches'][:3]}"}
         if self.mode == "strict" and accountant.account.compute:
