@@ -441,7 +441,13 @@ def _masked_index(n) -> bool:
                for i in n.args[1] if i is not None)
 
 
+def _flat_unique_consecutive(n) -> bool:
+    """unique_consecutive over the flattened input (dim=None)."""
+    return (n.args[3] if len(n.args) > 3 else n.kwargs.get("dim")) is None
+
+
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only, "aten.index.Tensor": _masked_index,
+              "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
@@ -471,7 +477,8 @@ def store_lowerings() -> dict:
     - `as_strided_scatter`, `diagonal_scatter` (on a contiguous input): src stored with index_put
       at the view's element positions (an arange per dimension times its stride).
     - `nonzero`, `nonzero_static`, `masked_select`, `x[mask]`: compaction, each kept element's row
-      from a cumsum of the mask and stored with index_put, the count read back as the size.
+      from a cumsum of the mask and stored with index_put, the count read back as the size; `unique`
+      (sorted) and `unique_consecutive`: the runs' first values compacted, inverse and counts.
     - `linalg_pinv`: from the SVD (or eigh), as PyTorch's C++ computes it.
     - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features."""
     import torch
@@ -622,6 +629,37 @@ def store_lowerings() -> dict:
         keep = mask.expand(shape).reshape(-1)
         return compact(keep, self.expand(shape).reshape(-1), counted(keep))
 
+    def unique(flat, consecutive, return_inverse, return_counts, shape):
+        # runs of equal values in the sorted (or, consecutive, the given) order: a run starts where
+        # a value differs from the one before, each run's first value compacted; the inverse is
+        # every element's run (a cumsum of the starts, sent back through the sort's permutation),
+        # the counts a sum of ones per run. Not asked for: empty, as PyTorch returns them
+        n_all = flat.shape[0]
+        if consecutive:
+            ordered = flat
+        else:
+            ordered, order = aten.sort.default(flat)
+        starts = torch.cat([torch.ones(1, dtype=torch.bool, device=flat.device), ordered[1:] != ordered[:-1]])
+        count = counted(starts)
+        values = compact(starts, ordered, count)
+        run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
+        empty = torch.zeros(0, dtype=torch.int64, device=flat.device)
+        inverse, counts = empty, empty
+        if return_inverse:
+            inverse = run if consecutive else aten.index_put.default(torch.zeros_like(run), [order], run)
+            inverse = inverse.view(shape)
+        if return_counts:
+            counts = aten.index_put.default(torch.zeros(count, dtype=torch.int64, device=flat.device), [run],
+                                            torch.ones_like(run), True)
+        return values, inverse, counts
+
+    def unique2(self, sorted=True, return_inverse=False, return_counts=False):
+        # sorted=False leaves the order to the implementation: PyTorch's CPU and CUDA kernels sort
+        return unique(self.reshape(-1), False, return_inverse, return_counts, self.shape)
+
+    def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
+        return unique(self.reshape(-1), True, return_inverse, return_counts, self.shape)
+
     def index(self, indices):
         # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
         # dimension it covers (PyTorch's rule), leaving the integer indexing the vocabulary covers
@@ -685,7 +723,8 @@ def store_lowerings() -> dict:
             aten.diagonal_scatter.default: diagonal_scatter, aten.nonzero.default: nonzero,
             aten.nonzero_static.default: nonzero_static, aten.masked_select.default: masked_select,
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
-            aten._cdist_forward.default: cdist}
+            aten._cdist_forward.default: cdist, aten._unique2.default: unique2,
+            aten.unique_consecutive.default: unique_consecutive}
 
 
 def _covered(g: Graph) -> Counter:

@@ -78,6 +78,11 @@ CASES = [
     ("torch.nonzero(x > 0.5)", "torch.randn(4, 6)", "index_put"),
     ("torch.masked_select(x, x.abs() > 1.0)", "torch.randn(3, 8)", "index_put"),
     ("torch.nonzero_static(x > 0.0, size=7, fill_value=-2)", "torch.randn(3, 4)", "index_put"),
+    # unique: the sorted runs' first values, every element's run, each run's count
+    ("torch.unique(x, return_inverse=True, return_counts=True)", "torch.randint(0, 6, (4, 5)).float()", "sort"),
+    ("torch.unique_consecutive(x, return_inverse=True, return_counts=True)", "torch.randint(0, 3, (3, 7)).float()",
+     "index_put"),
+    ("torch.unique(x.round()) * 2.0", "torch.randn(5, 3) * 2", "sort"),
     # pairwise distances: the broadcast differences' p-norm (p = 2 past 25 rows is PyTorch's
     # matrix-product form, rounded otherwise), p = 1, inf, 0 (a count) and a fraction
     ("torch.cdist(x, x[:, :4] + 1.0)", "torch.randn(2, 30, 6)", "sum"),
@@ -101,6 +106,21 @@ CASES = [
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),
 ]
+
+
+# padding="same" (and "valid"): PyTorch lowers the call to aten.convolution (an asymmetric "same"
+# first pads the input), which the vocabulary's convolutions now cover
+SAME = [
+    ("F.conv2d(x, w, padding='same')", "torch.randn(2, 3, 9, 8), torch.randn(4, 3, 3, 3)", "conv2d"),
+    ("F.conv2d(x, w, padding='same', dilation=2)", "torch.randn(2, 3, 9, 8), torch.randn(4, 3, 4, 4)", "conv2d"),
+    ("F.conv1d(x, w, padding='valid')", "torch.randn(2, 3, 11), torch.randn(5, 3, 4)", "conv1d"),
+    ("F.conv3d(x, w, padding='same')", "torch.randn(1, 2, 5, 4, 6), torch.randn(3, 2, 3, 3, 3)", "conv3d"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op", SAME, ids=[c[0] for c in SAME])
+def test_convolutions_with_padding_by_name(cpu_verifier, expr, inputs, op):
+    check(cpu_verifier, source(expr, inputs, args="x, w"), [op])
 
 
 @pytest.mark.parametrize("expr,inputs,op", CASES, ids=[c[0] for c in CASES])

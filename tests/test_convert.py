@@ -60,6 +60,7 @@ HAND_MADE_CALLS = {
     "cholesky_inverse": ("torch.cholesky_inverse(torch.linalg.cholesky(x0))", [_SPD]),
     "eigh": ("torch.linalg.eigvalsh(x0)", ["(lambda a: a + a.mT)(torch.randn(3, 8, 8))"]),
     "svd": ("torch.linalg.pinv(x0)", ["torch.randn(3, 8, 5)"]),
+    "qr": ("torch.linalg.qr(x0)", ["torch.randn(3, 8, 5)"]),
     "solve_triangular": ("torch.linalg.solve_triangular(x0, x1, upper=True)", [_UPPER, _RHS]),
     "triangular_solve": ("torch.triangular_solve(x1, x0).solution", [_UPPER, _RHS]),
 }

@@ -150,6 +150,19 @@ def test_jacobi_eigh_and_svd(cpu_verifier, expr, inputs, label):
     check(cpu_verifier, source(expr, inputs, "x"), [label], second=not inputs.startswith("torch.randn(6, 6)"))
 
 
+@pytest.mark.parametrize("expr,inputs", [
+    ("torch.linalg.qr(x)", "torch.randn(3, 6, 4)"),  # tall, reduced
+    ("torch.linalg.qr(x, mode='complete')", "torch.randn(3, 6, 4)"),
+    ("torch.linalg.qr(x)", "torch.randn(2, 3, 5)"),  # wide
+    ("torch.linalg.qr(x, mode='r')[1]", "torch.randn(3, 5, 5)"),
+    # a column already zero below its diagonal: no reflection there (tau 0), as geqrf
+    ("torch.linalg.qr(x)", "torch.randn(3, 5, 4).triu()"),
+])
+def test_householder_qr_is_lapacks(cpu_verifier, expr, inputs):
+    """Householder QR with LAPACK's signs gives LAPACK's Q and R (no sign freedom to differ in)."""
+    check(cpu_verifier, source(expr, inputs, "x"), ["qr"])
+
+
 def test_full_singular_vectors_of_a_rectangular_matrix_are_left_to_pytorch(cpu_verifier):
     """full_matrices=True completes U or V past the rank: no Triton plan in strict mode, PyTorch
     keeps it in mixed mode."""

@@ -248,27 +248,49 @@ def _recurrent(name: str):
 
 # -- convolution and pooling ------------------------------------------------------------------
 
+_CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1, "output_padding": 0}
+
+
+def _conv_attrs(a: dict, values, n: int, transposed: bool) -> dict | None:
+    """The vocabulary's convolution attributes from the arguments by name."""
+    if isinstance(a["padding"], str):  # "same"/"valid": PyTorch lowers them to aten.convolution
+        return None
+    w = _shape(values, a["weight"])
+    groups = int(a["groups"])
+    attrs = {
+        "kernel_size": tuple(w[2:]), "stride": _listify(a["stride"], n),
+        "padding": _listify(a["padding"], n), "dilation": _listify(a["dilation"], n),
+        "groups": groups, "bias": a["bias"] is not None,
+        "out_channels": w[1] * groups if transposed else w[0],
+    }
+    if transposed:
+        attrs["output_padding"] = _listify(a["output_padding"], n)
+    return attrs
+
+
 def _conv(name: str, n: int, transposed: bool):
     names = (["input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"]
              if transposed else ["input", "weight", "bias", "stride", "padding", "dilation", "groups"])
 
     def m(node, values):
-        a = _args(node, names, {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1,
-                                "output_padding": 0})
-        if isinstance(a["padding"], str):  # "same"/"valid": leave to PyTorch
-            return None
-        w = _shape(values, a["weight"])
-        groups = int(a["groups"])
-        attrs = {
-            "kernel_size": tuple(w[2:]), "stride": _listify(a["stride"], n),
-            "padding": _listify(a["padding"], n), "dilation": _listify(a["dilation"], n),
-            "groups": groups, "bias": a["bias"] is not None,
-            "out_channels": w[1] * groups if transposed else w[0],
-        }
-        if transposed:
-            attrs["output_padding"] = _listify(a["output_padding"], n)
-        return name, attrs
+        attrs = _conv_attrs(_args(node, names, _CONV_DEFAULTS), values, n, transposed)
+        return None if attrs is None else (name, attrs)
     return m
+
+
+def _convolution(node, values):
+    """aten.convolution (what `padding="same"` and other spellings lower to): the vocabulary's
+    conv{n}d or conv_transpose{n}d by the weight's rank and the `transposed` flag."""
+    a = _args(node, ["input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding",
+                     "groups"], _CONV_DEFAULTS)
+    n = len(_shape(values, a["weight"])) - 2
+    transposed = bool(a["transposed"])
+    if n not in (1, 2, 3) or len(_shape(values, a["input"])) != n + 2:
+        return None
+    if not transposed and any(int(p) for p in _listify(a["output_padding"], n)):
+        return None
+    attrs = _conv_attrs(a, values, n, transposed)
+    return None if attrs is None else (f"conv_transpose{n}d" if transposed else f"conv{n}d", attrs)
 
 
 def _max_pool(name: str, n: int):
@@ -520,6 +542,7 @@ _LINALG = {
     # what eigh / eigvalsh and svd / svdvals (pinv, matrix_rank, cond, the nuclear norm) lower to
     "aten._linalg_eigh.default": _linalg("eigh", ["A", "UPLO", "compute_v"], {"UPLO": "L", "compute_v": True},
                                          {"upper": lambda a: a["UPLO"] == "U"}),
+    "aten.linalg_qr.default": _linalg("qr", ["A", "mode"], {"mode": "reduced"}, {"mode": lambda a: str(a["mode"])}),
     "aten._linalg_svd.default": _linalg("svd", ["A", "full_matrices", "compute_uv", "driver"],
                                         {"full_matrices": False, "compute_uv": True, "driver": None},
                                         {"full_matrices": _flag("full_matrices", False)}),
@@ -832,6 +855,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.einsum.default": _einsum,
     "aten.linear.default": _linear,
     "aten.scaled_dot_product_attention.default": _sdpa,
+    "aten.convolution.default": _convolution,
     "aten.conv1d.default": _conv("conv1d", 1, False),
     "aten.conv2d.default": _conv("conv2d", 2, False),
     "aten.conv3d.default": _conv("conv3d", 3, False),

@@ -1,7 +1,7 @@
 """Small dense linear algebra: LU with partial pivoting (lu_factor, lu, lu_unpack, lu_solve, det,
 slogdet, inv, solve), Cholesky (cholesky, cholesky_solve, cholesky_inverse), triangular
-solves (solve_triangular, triangular_solve), and Jacobi rotations: symmetric eigenvalues (eigh)
-and singular values (svd).
+solves (solve_triangular, triangular_solve), QR (Householder), and Jacobi rotations: symmetric
+eigenvalues (eigh) and singular values (svd).
 
 One Triton template serves them all (`drtriton.policy.emit.factorization`): a program owns one
 matrix of the batch in registers and runs the factorization as a loop over pivots. Capture maps
@@ -187,6 +187,10 @@ OPERATORS = (
         "the solution of A X = B (or A^T X = B) for a triangular A, and a copy of A",
         (Choice("upper", (True, False)), Choice("transpose", (False, True)), Choice("unitriangular", (False, True))),
         ("torch.triangular_solve",), ("triangular_solve",), slots=("B", "A")),
+    _op("qr", _factor_rule, "torch.linalg.qr({x}, mode={mode})[1]",
+        "Q and R by Householder reflections as LAPACK's geqrf and orgqr (mode reduced, complete or r; the form "
+        "shown returns R, of A's shape in complete mode)",
+        (Choice("mode", ("complete",)),), ("torch.linalg.qr", "torch.qr"), ("qr",)),
     _op("eigh", _eigh_rule, _eigh_template,
         "eigenvalues (ascending) and eigenvectors of a symmetric matrix (its lower triangle, or upper) "
         "by Jacobi rotations",

@@ -21,8 +21,10 @@ U (adjoint: U^T, L^T, then the interchanges in reverse). Cholesky is the right-l
 outer-product form; on a matrix that is not positive-definite it stops at the first pivot that
 is not positive (info, 1-based) and returns what LAPACK's unblocked potf2 leaves (columns before
 it factored, the updated pivot, A's own values after it; a blocked potrf, for larger matrices,
-may leave other partial values, which PyTorch does not specify). Everything accumulates in
-float32, as LAPACK's float32 routines do.
+may leave other partial values, which PyTorch does not specify). QR is geqr2's Householder
+reflections with slarfg's sign (beta = -sign(alpha) |x|; none where the column below the
+diagonal is 0), so Q and R are LAPACK's, and Q the reflections applied to the identity (orgqr).
+Everything accumulates in float32, as LAPACK's float32 routines do.
 
 eigh is the cyclic Jacobi method on the symmetric matrix of A's lower (or upper) triangle: each
 rotation zeroes one off-diagonal pair, rows then columns, `SWEEPS` sweeps over every pair; the
@@ -40,7 +42,7 @@ from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported
 
 OPS = {"lu_factor", "lu", "lu_unpack", "lu_solve", "det", "slogdet", "inv", "solve", "cholesky", "cholesky_solve",
-       "cholesky_inverse", "solve_triangular", "triangular_solve", "eigh", "svd"}
+       "cholesky_inverse", "solve_triangular", "triangular_solve", "eigh", "svd", "qr"}
 #: the largest matrix (and right-hand side width) one program holds: a 64 x 64 fp32 tile is 16 KB
 #: of registers per program, and the loop is O(n^3) masked work
 MAX_N = 64
@@ -72,6 +74,7 @@ ROLES = {
     "aten.triangular_solve.default": ("X", "A"),
     "aten._linalg_eigh.default": ("eigenvalues", "eigenvectors"),
     "aten._linalg_svd.default": ("U", "S", "Vh"),
+    "aten.linalg_qr.default": ("Q", "R"),
 }
 #: Jacobi sweeps over every pair: convergence is quadratic once the off-diagonal part is small;
 #: float32 matrices up to MAX_N settle within 6-8, the rest is margin
@@ -206,6 +209,30 @@ def _cholesky() -> list[str]:
             "    F = tl.where((ri[:, None] > k) & (ci[None, :] == k), tl.where(go, l[:, None], F), F)",
             "    F = tl.where((ri[:, None] == k) & (ci[None, :] == k), tl.where(go, dk, akk), F)",
             "    F = F - tl.where((ri[:, None] > k) & (ci[None, :] > k), l[:, None] * l[None, :], 0.0)"]
+
+
+def _householder(q: bool) -> list[str]:
+    """F (M x N) to R by K = min(M, N) Householder reflections H_k = I - tau v v^T (LAPACK's
+    geqr2 and slarfg); with `q`, Q = H_1 ... H_K accumulated from the identity (M x M)."""
+    lines = ["Q = tl.where(ri[:, None] == ci[None, :], 1.0, 0.0)"] if q else []
+    body = ["col = tl.sum(tl.where(ci[None, :] == k, F, 0.0), axis=1)",
+            "alpha = tl.sum(tl.where(ri == k, col, 0.0), axis=0)",
+            "below = tl.where((ri > k) & (ri < M), col, 0.0)",
+            "xnorm = tl.sqrt(tl.sum(below * below, axis=0))",
+            "go = xnorm != 0.0",
+            "beta = tl.where(alpha >= 0.0, -1.0, 1.0) * tl.sqrt(alpha * alpha + xnorm * xnorm)",
+            "tau = tl.where(go, (beta - alpha) / tl.where(go, beta, 1.0), 0.0)",
+            "v = tl.where(ri == k, 1.0, below / tl.where(go, alpha - beta, 1.0))",
+            "w = tl.sum(v[:, None] * F, axis=0)",
+            "F = F - tau * v[:, None] * w[None, :]",
+            "# column k exactly as geqr2 leaves R: beta on the diagonal, zeros below",
+            "F = tl.where((ci[None, :] == k) & (ri[:, None] > k), 0.0, F)",
+            "F = tl.where((ci[None, :] == k) & (ri[:, None] == k), tl.where(go, beta, alpha), F)"]
+    if q:
+        body += ["vc = tl.sum(tl.where(ri[:, None] == ci[None, :], v[:, None], 0.0), axis=0)",
+                 "qv = tl.sum(Q * vc[None, :], axis=1)",
+                 "Q = Q - tau * qv[:, None] * vc[None, :]"]
+    return lines + ["for k in range(K):"] + [f"    {line}" for line in body]
 
 
 def _rotation(a: str, b: str, g: str) -> list[str]:
@@ -648,5 +675,28 @@ def _emit_svd(program, node, ins, outs, kernel):
     return lines + [_launch("max(_next_pow2(max(_m, _n)), 2)", sweeps=True)]
 
 
-_OTHERS = {"eigh": _emit_eigh, "svd": _emit_svd, "cholesky": _emit_cholesky, "cholesky_solve": _emit_triangular, "cholesky_inverse": _emit_triangular,
+def _emit_qr(program, node, ins, outs, kernel):
+    """Q and R of A (mode reduced: Q (m, k), R (k, n); complete: (m, m), (m, n); r: R alone)."""
+    mode = node.attrs.get("mode", "reduced")
+    lines = _one_matrix(program, ins[0]) + ["_k = min(_m, _n)", f"_rows = {'_m' if mode == 'complete' else '_k'}"]
+    kernel.matrix("a", "_a3")
+    kernel.value("M", "_m"), kernel.value("N", "_n"), kernel.value("K", "_k"), kernel.value("RQ", "_rows")
+    with_q = "Q" in outs and mode != "r"
+    kernel.body += _load("F", "a", "M", "N") + _householder(with_q)
+    if "R" in outs:
+        lines += [_alloc(program, outs["R"], "(*_batch, _rows, _n)"), f"_r3 = {program.expr(outs['R'])}.view(-1, _rows, _n)"]
+        kernel.matrix("r_out", "_r3")
+        kernel.body += _store("r_out", "tl.where(ri[:, None] <= ci[None, :], F, 0.0)", "RQ", "N")
+    if "Q" in outs:
+        if mode == "r":  # PyTorch returns an empty Q
+            lines.append(f"{program.expr(outs['Q'])} = torch.empty(0, device=_dev, dtype=torch.float32)")
+        else:
+            lines += [_alloc(program, outs["Q"], "(*_batch, _m, _rows)"),
+                      f"_q3 = {program.expr(outs['Q'])}.view(-1, _m, _rows)"]
+            kernel.matrix("q_out", "_q3")
+            kernel.body += _store("q_out", "Q", "M", "RQ")
+    return lines + [_launch("max(_next_pow2(max(_m, _n)), 2)")]
+
+
+_OTHERS = {"eigh": _emit_eigh, "svd": _emit_svd, "qr": _emit_qr, "cholesky": _emit_cholesky, "cholesky_solve": _emit_triangular, "cholesky_inverse": _emit_triangular,
            "solve_triangular": _emit_triangular, "triangular_solve": _emit_triangular}
