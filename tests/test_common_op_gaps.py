@@ -83,6 +83,7 @@ CASES = [
     ("torch.unique_consecutive(x, return_inverse=True, return_counts=True)", "torch.randint(0, 3, (3, 7)).float()",
      "index_put"),
     ("torch.unique(x.round()) * 2.0", "torch.randn(5, 3) * 2", "sort"),
+    ("torch.unique(x, sorted=False)", "torch.randint(0, 9, (6, 4))", "sort"),  # PyTorch sorts either way
     # pairwise distances: the broadcast differences' p-norm (p = 2 past 25 rows is PyTorch's
     # matrix-product form, rounded otherwise), p = 1, inf, 0 (a count) and a fraction
     ("torch.cdist(x, x[:, :4] + 1.0)", "torch.randn(2, 30, 6)", "sum"),
