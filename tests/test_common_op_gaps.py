@@ -147,3 +147,23 @@ BUCKETIZE = [
 @pytest.mark.parametrize("expr,inputs", BUCKETIZE, ids=[f"{e}-{i}" for i, (e, _) in enumerate(BUCKETIZE)])
 def test_bucketize(cpu_verifier, expr, inputs):
     check(cpu_verifier, source(expr, inputs, args="x, b"), ["bucketize"])
+
+
+def test_kernels_over_data_dependent_sizes_keep_one_configuration():
+    """x[mask]'s sizes change with every call's data: a kernel tuned on them would tune again on
+    each call (on the GPU the verifier then sees repeated inputs run far faster than new ones), so
+    fragments over such sizes keep the template's first configuration; the others still tune."""
+    from drtriton.capture import capture_module
+    from drtriton.policy.builtin import BuiltinPolicy
+    from drtriton.problem import from_source
+
+    src = source("torch.relu(x[x > 0.5]) + torch.sigmoid(x).sum()", "torch.randn(64, 32)")
+    ns: dict = {}
+    exec(src, ns)
+    graph = capture_module(ns["Model"](), ns["get_inputs"]())
+    cand = next(iter(BuiltinPolicy("cuda").candidates(from_source(src, name="masked"), graph, "strict")))
+    configs = {block.split("def ", 1)[1].split("(", 1)[0]: block.split("def ", 1)[0].count("triton.Config(")
+               for block in cand.source.split("@triton.autotune(")[1:]}
+    over_kept = [k for k in configs if k.startswith("index")]
+    assert over_kept and all(configs[k] == 1 for k in over_kept), configs
+    assert any(n > 1 for k, n in configs.items() if k not in over_kept), configs

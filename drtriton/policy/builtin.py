@@ -9,14 +9,14 @@ search verifies; this module only writes code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from ..capture import Graph
 from ..errors import describe_exception
 from ..problem import Problem
 from .compose import Foreign, embed
-from .emit import Emitted, Names, Unsupported
+from .emit import Emitted, Names, Unsupported, bound_tuning, sizes_follow_data
 from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, loss, matmul, norms, pool,
                    pytorch, recurrent, rows, scan, scatter, sort)
 from .module import assemble
@@ -275,6 +275,10 @@ class BuiltinPolicy:
             configs = emitter.configs(program, frag)
             config = configs[min(variant, len(configs) - 1)]
             emitted = emitter.emit(program, frag, config, names, device=self.device)
+            if sizes_follow_data(program, frag):
+                # its sizes change with every call's data: tuned (keyed on them) it would tune
+                # again on each call, so one configuration, the template's first choice
+                emitted = replace(emitted, kernels=bound_tuning(emitted.kernels, each=1))
         except Unsupported:
             raise
         except Exception as e:  # a template's bug costs this variant, not the conversion

@@ -60,13 +60,22 @@ def autotune(configs: list[dict], key: list[str], device: str) -> list[str]:
 MODULE_TUNING_CONFIGS = 48
 
 
-def bound_tuning(kernels: list[str], budget: int = MODULE_TUNING_CONFIGS) -> list[str]:
+def sizes_follow_data(program, frag) -> bool:
+    """Whether a fragment's tensors have sizes known only at run time, from the data (x[mask],
+    nonzero: capture leaves those dimensions None)."""
+    names = {v for n in frag.nodes for v in (*program.inputs_of(n), *n.outputs)}
+    return any(None in program.values[v].shape for v in names if v in program.values)
+
+
+def bound_tuning(kernels: list[str], budget: int = MODULE_TUNING_CONFIGS, each: int | None = None) -> list[str]:
     """Trim the `@triton.autotune` configuration lists of a module's kernels to the first
-    (best-guess) ones so that the module tunes at most about `budget` configurations."""
+    (best-guess) ones so that the module tunes at most about `budget` configurations (or, with
+    `each`, to that many per kernel)."""
     counts = [k.count("triton.Config(") for k in kernels]
-    if sum(counts) <= budget:
-        return kernels
-    each = max(1, budget // sum(1 for c in counts if c))
+    if each is None:
+        if sum(counts) <= budget:
+            return kernels
+        each = max(1, budget // sum(1 for c in counts if c))
     trimmed = []
     for kernel, count in zip(kernels, counts):
         if count > each:
