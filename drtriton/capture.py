@@ -433,20 +433,12 @@ def _on_contiguous_input(n) -> bool:
     return val is not None and val.is_contiguous() and val.storage_offset() == 0
 
 
-def _masked_index(n) -> bool:
-    """x[mask]: an index tensor of booleans (integer ones are the vocabulary's `index`)."""
-    import torch
-
-    return any(getattr(i, "meta", {}).get("val") is not None and i.meta["val"].dtype in (torch.bool, torch.uint8)
-               for i in n.args[1] if i is not None)
-
-
 def _flat_unique_consecutive(n) -> bool:
     """unique_consecutive over the flattened input (dim=None)."""
     return (n.args[3] if len(n.args) > 3 else n.kwargs.get("dim")) is None
 
 
-_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only, "aten.index.Tensor": _masked_index,
+_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
               "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
@@ -585,7 +577,7 @@ def store_lowerings() -> dict:
         pos = torch.full((), storage_offset or 0, dtype=torch.int64, device=self.device)
         for n, s in zip(size, stride):
             pos = pos.unsqueeze(-1) + torch.arange(n, device=self.device) * s
-        flat = aten.index_put.default(self.reshape(-1), [pos.reshape(-1)], src.reshape(-1))
+        flat = aten.index_put.default(self.reshape(-1), [pos.reshape(-1)], src.to(self.dtype).reshape(-1))
         return flat.view(self.shape)
 
     def diagonal_scatter(self, src, offset=0, dim1=0, dim2=1):
@@ -665,7 +657,7 @@ def store_lowerings() -> dict:
         # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
         # dimension it covers (PyTorch's rule), leaving the integer indexing the vocabulary covers
         if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
-            return NotImplemented  # integer indices: aten's own (this table is asked again inside)
+            return NotImplemented  # integer indices stay as they are (the vocabulary's `index`)
         out = []
         for i in indices:
             masked = i is not None and i.dtype in (torch.bool, torch.uint8)
@@ -676,12 +668,13 @@ def store_lowerings() -> dict:
         # PyTorch's linalg_pinv written out: V S^+ U^T from the SVD (hermitian: U S^+ U^T from
         # eigh), S^+ the reciprocals of the values above max(atol, rtol * the largest), rtol by
         # default eps * max(m, n) (0 where atol > 0 is given)
-        def tensor(v):
-            return v if isinstance(v, torch.Tensor) else torch.full((), v, dtype=self.dtype, device=self.device)
+        def tensor(v):  # in float64, as PyTorch's get_atol_rtol: the comparison promotes
+            return v.to(torch.float64) if isinstance(v, torch.Tensor) else torch.full((), v, dtype=torch.float64,
+                                                                                      device=self.device)
 
         if rtol is None:
             default = torch.finfo(self.dtype).eps * max(self.shape[-1], self.shape[-2])
-            rtol = default if atol is None else torch.where(tensor(atol) > 0, 0.0, default)
+            rtol = default if atol is None else torch.where(tensor(atol) > 0, tensor(0.0), tensor(default))
         atol, rtol = tensor(0.0 if atol is None else atol), tensor(rtol)
         if hermitian:
             values, u = aten._linalg_eigh.default(self, "L", True)

@@ -75,6 +75,9 @@ CASES = [
     # a boolean mask as an index, nonzero, masked_select, nonzero_static's fixed size
     ("x[x > 0.3] * 2.0", "torch.randn(5, 7)", "index_put"),
     ("x[x.sum(-1) > 0].relu()", "torch.randn(6, 5)", "index_put"),
+    # a mask index beside an integer one in the same graph: each lowered or kept on its own
+    ("torch.cat([x[x > 0.3] * 2, x[:, x[0].abs().argmax(-1, keepdim=True)].reshape(-1)])", "torch.randn(5, 7)",
+     "index_put"),
     ("torch.nonzero(x > 0.5)", "torch.randn(4, 6)", "index_put"),
     ("torch.masked_select(x, x.abs() > 1.0)", "torch.randn(3, 8)", "index_put"),
     ("torch.nonzero_static(x > 0.0, size=7, fill_value=-2)", "torch.randn(3, 4)", "index_put"),
@@ -100,6 +103,9 @@ CASES = [
     ("torch.igamma(x.abs() * 3 + 0.05, x.abs().flip(-1) * 4) + torch.igammac(x.abs() + 0.5, x.abs() * 2)",
      "torch.randn(4, 40)", "igamma"),
     ("torch.special.gammaincc(x * 300 + 1, x * 290 + 20)", "torch.rand(3, 30)", "igammac"),
+    # a and x near each other in the thousands and beyond: the loops run until they converge
+    ("torch.igamma(x.abs() * 0 + 3000.0, x * 60 + 3000.0) + torch.igammac(x.abs() * 0 + 1e5, x * 300 + 1e5)",
+     "torch.randn(2, 16)", "igamma"),
     ("torch.igamma(x, x.flip(0)) + torch.igammac(x.flip(-1), x)",
      "torch.tensor([[0.0, 1.0, 2.0, float('inf'), -1.0, 3.0], [2.0, 0.0, float('inf'), 5.0, 1.0, float('nan')]])",
      "igamma"),

@@ -508,6 +508,20 @@ def _masked_candidate(kernel: str, extra: str = "") -> str:
     return relu_candidate(_MASKED_FORWARD.format(kernel=kernel), extra=extra, kernel=RELU_KERNEL + twin)
 
 
+# the same inside forward, with an output of one fixed shape: the verifier asks the problem itself
+# (a forward on fake tensors) rather than the outputs' shapes
+MASKED_SUM = MASKED_ROWS.replace("return torch.relu(x[x > 0.5])", "return torch.relu(x[x > 0.5]).sum()")
+
+
+def test_sizes_inside_forward_may_follow_the_data_too():
+    from drtriton.verify import Verifier, VerifyConfig
+
+    with Verifier(VerifyConfig(device="cpu", mode="mixed", workers=1)) as ver:
+        honest = ver.verify(problem(MASKED_SUM, "masked sum"),
+                            _masked_candidate("relu_kernel").replace("        return out\n", "        return out.sum()\n"))
+    assert honest.correct, honest.reasons
+
+
 def test_launches_may_follow_data_dependent_sizes_but_not_the_call_count():
     from drtriton.verify import Verifier, VerifyConfig
 
@@ -517,5 +531,6 @@ def test_launches_may_follow_data_dependent_sizes_but_not_the_call_count():
             "(relu_kernel if len(_CALLS) % 2 else relu_twin_kernel)", extra="_CALLS = []\n").replace(
             "        out = torch.empty_like(kept)", "        _CALLS.append(1)\n        out = torch.empty_like(kept)"))
     assert honest.correct, honest.reasons
+    assert any("launches compared by kernel" in f for f in honest.flags), honest.flags
     assert not alternating.correct
     assert "launches changed between calls" in " ".join(alternating.reasons), alternating.reasons

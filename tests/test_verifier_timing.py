@@ -70,8 +70,8 @@ def test_large_timed_outputs_are_kept_at_random_positions(monkeypatch):
     checks.share = 1.0
     big = torch.arange(1000, dtype=torch.float32)
     checks.offer(0, 0, [big])
-    values, positions = checks.kept[0][2][0]
-    assert positions.shape == (16,) and torch.equal(values, big[positions])
+    values, positions, shape = checks.kept[0][2][0]
+    assert positions.shape == (16,) and torch.equal(values, big[positions]) and shape == [1000]
 
 
 def test_repeated_calls_much_faster_than_new_inputs_mean_cached_results():
@@ -148,9 +148,17 @@ def test_the_reference_worker_judges_picked_timed_calls_in_one_request(tmp_path,
     positions = torch.randint(0, x[0].numel(), (100,))
     sampled = torch.relu(x[0]).reshape(-1)[positions]  # a large output, kept at random positions
     calls.append({"call": 3, "seed": 14, "files": [transfer.share(sampled, str(tmp_path))],
-                  "indexes": [transfer.share(positions, str(tmp_path))]})
+                  "indexes": [transfer.share(positions, str(tmp_path))], "shapes": [list(x[0].shape)]})
+    # a shorter output (half the work done while timed), sampled only where it has values: its
+    # samples agree, its shape does not
+    x, _ = relu_runtime.make_inputs(15, fingerprinted=False)
+    half = torch.relu(x[0]).reshape(-1)[: x[0].numel() // 2]
+    positions = torch.randint(0, half.numel(), (100,))
+    calls.append({"call": 4, "seed": 15, "files": [transfer.share(half[positions], str(tmp_path))],
+                  "indexes": [transfer.share(positions, str(tmp_path))], "shapes": [list(half.shape)]})
     reply = harness.handle({"op": "check_timed", "key": "k", "calls": calls})
-    assert reply["ok"] and [r["passed"] for r in reply["results"]] == [True, True, False, True]
+    assert reply["ok"] and [r["passed"] for r in reply["results"]] == [True, True, False, True, False]
+    assert "shape" in reply["results"][4]["note"]
     assert reply["results"][2]["call"] == 2 and not harness.outputs  # nothing left behind
     assert reply["unchecked"] == 0 and not list(tmp_path.glob("*.bin"))
 

@@ -5,9 +5,8 @@ Both are sums a loop evaluates, which one expression cannot hold: each record's 
 ``@triton.jit`` helper (``Operator.triton_helpers``, as the orthogonal polynomials do). Computed
 in float64, as PyTorch's float32 kernel is accurate to its own precision: the series
 P = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1)...(a + n)) where x < a + 1, and Legendre's
-continued fraction for Q elsewhere (modified Lentz), each for a fixed number of terms (a block's
-elements converge at their own pace; a converged term changes nothing). The other function is
-1 minus the one computed. PyTorch's special values first: NaN for a negative a or x (and for
+continued fraction for Q elsewhere (modified Lentz), each until every element of the block it
+decides has converged (at most MAX_TERMS). The other function is 1 minus the one computed. PyTorch's special values first: NaN for a negative a or x (and for
 a = x = 0), P = 1 where a = 0 < x, P = 0 where x = 0, NaN where both are infinite, P = 0 for an
 infinite a, P = 1 for an infinite x.
 """
@@ -17,9 +16,9 @@ from __future__ import annotations
 from drtriton.ops.elementwise import broadcast_fresh, broadcast_rule, lgamma
 from drtriton.ops.operator import ANY_RANK, Operator, Slot
 
-#: terms of the series and of the continued fraction: both converge within a few times sqrt(a)
-#: (or sqrt(x)) terms; 200 cover a and x up to about 1e3 to float32 precision
-TERMS = 200
+#: the most terms either loop takes: each runs until every element of the block it decides has
+#: converged (a few times sqrt(a), or sqrt(x), terms: about 3,000 for a and x near 1e5)
+MAX_TERMS = 100_000
 
 _SOURCE = f'''@triton.jit
 def _igamma_pq(a, x, upper: tl.constexpr):
@@ -29,30 +28,36 @@ def _igamma_pq(a, x, upper: tl.constexpr):
     ok = (a > 0.0) & (x > 0.0) & (a < float("inf")) & (x < float("inf"))
     aa = tl.where(ok, a, 1.0)
     xx = tl.where(ok, x, 1.0)
+    by_series = xx < aa + 1.0
     front = tl.exp(aa * tl.log(xx) - xx - ({lgamma("aa")}))
-    # the series for P (x < a + 1)
+    # the series for P (x < a + 1), until its terms stop counting
     term = 1.0 / aa
     total = term
-    for n in range(1, {TERMS}):
-        term = term * xx / (aa + n)
+    n = 1
+    while (n < {MAX_TERMS}) & (tl.max(tl.where(by_series, tl.abs(term) / total, 0.0), axis=0) > 1.0e-16):
+        term = tl.where(by_series, term * xx / (aa + n), 0.0)
         total = total + term
+        n += 1
     series = front * total
-    # the continued fraction for Q (x >= a + 1), modified Lentz
+    # the continued fraction for Q (x >= a + 1), modified Lentz, until its factors are 1
     tiny = 1.0e-300
     b = xx + 1.0 - aa
     c = tl.zeros_like(b) + 1.0 / tiny
     d = 1.0 / tl.where(tl.abs(b) < tiny, tiny, b)
     h = d
-    for i in range(1, {TERMS}):
+    step = tl.zeros_like(b)
+    i = 1
+    while (i < {MAX_TERMS}) & (tl.max(tl.where(by_series, 0.0, tl.abs(step - 1.0)), axis=0) > 1.0e-14):
         an = -i * (i - aa)
         b = b + 2.0
         d = an * d + b
         d = 1.0 / tl.where(tl.abs(d) < tiny, tiny, d)
         c = b + an / c
         c = tl.where(tl.abs(c) < tiny, tiny, c)
-        h = h * d * c
+        step = d * c
+        h = h * step
+        i += 1
     fraction = front * h
-    by_series = xx < aa + 1.0
     p = tl.where(by_series, series, 1.0 - fraction)
     q = tl.where(by_series, 1.0 - series, fraction)
     # PyTorch's special values (the first that holds wins); `one` is P = 1 (Q = 0)

@@ -360,7 +360,7 @@ class _Check:
     other_sizes: str = field(default="", init=False)  # "a leading dimension of 32 instead of 64"
     launches: list | None = None  # the launch sequence of the first verified call
     reference_shapes: list | None = None  # the reference's output shapes on the first trial
-    sizes_follow_data: bool = False  # a later trial's reference output shapes differed (x[mask])
+    sizes_follow_data: bool = False  # forward makes sizes from values (x[mask]): launches compared by kernel
     candidate_outputs: list = field(default_factory=list)  # fingerprints, per trial
     compile_allowance_s: float = 0.0  # added to the step limit of calls that compile (see run)
     reference_outputs: list = field(default_factory=list)
@@ -564,11 +564,14 @@ class _Check:
             cmp = self.reference_call({"op": "compare", "key": key, "seed": seed, "files": c["files"],
                                        "other_shapes": other})
             self.candidate_call({"op": "release"})
-        if not other:
+        if not other:  # the problem's own answer (a forward on fake tensors), or outputs that changed shape
+            follows = bool(r.get("sizes_follow_data")) or (
+                self.reference_shapes is not None and r.get("output_shapes") != self.reference_shapes)
             if self.reference_shapes is None:
                 self.reference_shapes = r.get("output_shapes")
-            elif r.get("output_shapes") != self.reference_shapes:
+            if follows and not self.sizes_follow_data:
                 self.sizes_follow_data = True
+                v.flags.append("forward's sizes follow the input values: launches compared by kernel and order")
         if other:  # other grids, maybe other kernels: no launch sequence to compare
             v.triton_kernels = sorted(set(v.triton_kernels) | {launched_kernel(name) for name in c["launches"]})
         elif self.launches is None:

@@ -23,7 +23,7 @@ from ..compare import compare, compare_with_exact, conditioning, is_near_miss
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel, same_launches
 from . import parallel_compile, transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, launch_signatures, python_thread_count
-from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source
+from .runtime import ProblemFault, ProblemRuntime, describe_error, fingerprint, import_source, sizes_follow_data
 
 
 class CandidateFault(Exception):
@@ -218,11 +218,13 @@ class ReferenceHarness:
         if req.get("other_shapes"):
             return self._reference_other_shapes(runtime, req)
         inputs, fp = runtime.make_inputs(req["seed"])
+        if runtime.sizes_follow_data is None:  # once per problem, before its first trial is compared
+            runtime.sizes_follow_data = sizes_follow_data(runtime.model, inputs)
         with torch.no_grad():
             outputs = self._forward(runtime, inputs)
         self.outputs[(req["key"], req["seed"])] = outputs
         return {"ok": True, "input_fingerprint": fp, "output_fingerprint": fingerprint(outputs),
-                "output_shapes": [list(o.shape) for o in outputs]}
+                "output_shapes": [list(o.shape) for o in outputs], "sizes_follow_data": runtime.sizes_follow_data}
 
     def _reference_other_shapes(self, runtime: ProblemRuntime, req: dict) -> dict:
         """The reference on the trial's second input configuration (`make_other_inputs`). A
@@ -266,6 +268,12 @@ class ReferenceHarness:
         try:
             if len(specs) != len(refs) or len(index_specs) != len(refs):
                 return {"ok": True, "passed": False, "note": f"returned {len(specs)} outputs, expected {len(refs)}"}
+            shapes = req.get("shapes")  # a timed call's whole outputs, of which `files` hold samples
+            wrong = next(((got, list(ref.shape)) for got, ref in zip(shapes or [], refs) if got != list(ref.shape)), None)
+            if shapes is not None and (len(shapes) != len(refs) or wrong):
+                got, want = wrong or (shapes, [list(r.shape) for r in refs])
+                return {"ok": True, "passed": False, "note": f"a timed call returned shape {tuple(got)}, expected "
+                                                             f"{tuple(want)}"}
             indexes = [None if spec is None else transfer.open_shared(spec, str(ref.device))
                        for spec, ref in zip(index_specs, refs)]
             if any(ix is not None and (ix.dtype != torch.int64 or ix.dim() != 1 or bool((ix >= ref.numel()).any())
@@ -792,8 +800,9 @@ class CandidateHarness:
         self.timed_outputs = checks.kept
         folder = self.settings["transfer_dir"]
         return [{"call": i, "seed": seed,
-                 "files": [transfer.share(values, folder) for values, _ in outs],
-                 "indexes": [None if index is None else transfer.share(index, folder) for _, index in outs]}
+                 "files": [transfer.share(values, folder) for values, _, _ in outs],
+                 "indexes": [None if index is None else transfer.share(index, folder) for _, index, _ in outs],
+                 "shapes": [shape for _, _, shape in outs]}
                 for i, seed, outs in checks.kept]
 
     def op_prepare_graph(self, req: dict) -> dict:
@@ -944,7 +953,8 @@ class TimedChecks:
     def __init__(self, rng: random.Random, calls: int):
         self.rng = rng
         self.share = min(1.0, max(0.1, CHECKS_PER_RUN / max(calls, 1)))
-        self.kept: list[tuple[int, int, list]] = []  # (call, seed, [(values, positions or None)])
+        # (call, seed, [(values, positions or None, the whole output's shape)])
+        self.kept: list[tuple[int, int, list]] = []
 
     def offer(self, call: int, seed: int, outputs: list[torch.Tensor]) -> None:
         if self.rng.random() >= self.share:
@@ -953,12 +963,13 @@ class TimedChecks:
         for t in outputs:
             t = t.detach()
             if t.numel() <= CHECK_ELEMENTS:
-                kept.append((t.clone().contiguous(), None))
+                kept.append((t.clone().contiguous(), None, list(t.shape)))
                 continue
             g = torch.Generator(device=t.device)
             g.manual_seed(self.rng.getrandbits(62))
             index = torch.randint(0, t.numel(), (CHECK_ELEMENTS,), generator=g, device=t.device)
-            kept.append((t.reshape(-1)[index].clone(), index))
+            # the shape too: positions drawn from a shorter output would all land in its prefix
+            kept.append((t.reshape(-1)[index].clone(), index, list(t.shape)))
         self.kept.append((call, seed, kept))
 
 

@@ -96,6 +96,22 @@ def _copy_state(state: dict) -> dict:
     return copy
 
 
+def sizes_follow_data(model, inputs: list) -> bool:
+    """Whether forward makes a tensor whose size depends on the input values (x[mask], nonzero,
+    unique): forward on fake tensors (shapes only, no compute) stops at the first such operator.
+    Anything else that stops it (a value read with `.item()`, an unsupported operator) says no."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException, FakeTensorMode
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode, torch.no_grad():
+            model(*[mode.from_tensor(x) if isinstance(x, torch.Tensor) else x for x in inputs])
+    except DynamicOutputShapeException:
+        return True
+    except Exception:
+        return False
+    return False
+
+
 class ProblemRuntime:
     """The problem's module, its reference model (seeded, on `device`) and its input maker."""
 
@@ -119,6 +135,7 @@ class ProblemRuntime:
         # and every candidate must start from the same state as the reference.
         self.initial_state = _copy_state(self.model.state_dict())
         self.initial_fingerprint = fingerprint(list(self.initial_state.values())) if device != "meta" else ""
+        self.sizes_follow_data: bool | None = None  # decided at the first reference call
 
     def _init_args(self) -> list:
         fn_name = self.problem.get("init_inputs_fn")
