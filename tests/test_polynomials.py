@@ -17,27 +17,30 @@ pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
 from drtriton import ops  # noqa: E402
+from drtriton.ops import polynomials  # noqa: E402
 from drtriton.policy.cse import name_common_subexpressions  # noqa: E402
 from test_policy_pool_scan_loss import check, source  # noqa: E402
 
-NAMES = [op.name for op in ops.VOCABULARY.values() if op.triton_helpers]
+NAMES = [op.name for op in polynomials.OPERATORS]
 XS = [-3.0, -1.0, -0.7, -0.2, -0.0, 0.0, 1e-9, 0.25, 0.3, 0.5, 0.75, 0.999, 1.0, 1.3, 2.5, math.nan]
 NS = [-5.0, -1.0, -0.5, 0.0, 1.0, 1.7, 2.0, 3.0, 5.0, 7.0, 9.0, 12.0, 20.0, 40.0, 128.0, 129.0, math.nan, math.inf,
       -math.inf]
 
 
 def test_the_twelve_polynomials_are_in_the_vocabulary():
+    assert all(ops.VOCABULARY[name].triton_helpers for name in NAMES)
     assert sorted(NAMES) == sorted(
         [f"{s}chebyshev_polynomial_{k}" for s in ("", "shifted_") for k in "tuvw"]
         + ["hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"])
 
 
 def test_helpers_use_tl_functions_every_backend_has():
-    """Long-standing tl.* only (Triton 3.6 on the GPU, the interpreter): no libdevice."""
+    """Every helper (the polynomials, the incomplete gamma functions): long-standing tl.* only
+    (Triton 3.6 on the GPU, the interpreter), no libdevice."""
     import re
 
-    allowed = {"exp", "log", "abs", "where", "maximum", "minimum", "sqrt", "sin", "cos", "float32", "float64",
-               "int64", "zeros_like", "max", "jit"}
+    allowed = {"exp", "log", "abs", "where", "maximum", "minimum", "sqrt", "sin", "cos", "floor", "float32", "float64",
+               "int64", "zeros_like", "max", "jit", "constexpr"}
     for src in ops.HELPERS.values():
         assert set(re.findall(r"\btl\.(\w+)", src)) <= allowed, src
     assert ops.called_helpers("y = _legendre_polynomial_p(x, n)") == [ops.HELPERS["_legendre_polynomial_p"]]
