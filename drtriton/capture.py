@@ -627,7 +627,6 @@ def store_lowerings() -> dict:
         # a value differs from the one before, each run's first value compacted; the inverse is
         # every element's run (a cumsum of the starts, sent back through the sort's permutation),
         # the counts a sum of ones per run. Not asked for: empty, as PyTorch returns them
-        n_all = flat.shape[0]
         if consecutive:
             ordered = flat
         else:
@@ -656,11 +655,11 @@ def store_lowerings() -> dict:
     def index(self, indices):
         # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
         # dimension it covers (PyTorch's rule), leaving the integer indexing the vocabulary covers
-        if not any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        masks = [i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices]
+        if not any(masks):
             return NotImplemented  # integer indices stay as they are (the vocabulary's `index`)
         out = []
-        for i in indices:
-            masked = i is not None and i.dtype in (torch.bool, torch.uint8)
+        for i, masked in zip(indices, masks):
             out += list(nonzero(i).unbind(1)) if masked else [i]
         return aten.index.Tensor(self, out)
 

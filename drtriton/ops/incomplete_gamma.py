@@ -6,9 +6,10 @@ Both are sums a loop evaluates, which one expression cannot hold: each record's 
 in float64, as PyTorch's float32 kernel is accurate to its own precision: the series
 P = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1)...(a + n)) where x < a + 1, and Legendre's
 continued fraction for Q elsewhere (modified Lentz), each until every element of the block it
-decides has converged (at most MAX_TERMS). The other function is 1 minus the one computed. PyTorch's special values first: NaN for a negative a or x (and for
-a = x = 0), P = 1 where a = 0 < x, P = 0 where x = 0, NaN where both are infinite, P = 0 for an
-infinite a, P = 1 for an infinite x.
+decides has converged (at most MAX_TERMS). The other function is 1 minus the one computed.
+PyTorch's special values first: NaN for a negative a or x (and for a = x = 0), P = 1 where
+a = 0 < x, P = 0 where x = 0, NaN where both are infinite, P = 0 for an infinite a, P = 1 for an
+infinite x.
 """
 
 from __future__ import annotations
