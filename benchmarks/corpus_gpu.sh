@@ -4,6 +4,7 @@
 #
 #   OUT=results bash benchmarks/corpus_gpu.sh mixed 20 [folders...]
 #   EXTRA=--cuda-graph ... also times each plan replayed as a CUDA graph (reported apart)
+#   BATCH_ONE=1 ...        every problem at a batch of 1 (benchmarks/at_batch_one.py)
 #
 # Writes $OUT/corpus-<mode>.md, .json (summary) and .jsonl (verdicts).
 set -u
@@ -17,6 +18,7 @@ export PYTHONUNBUFFERED=1
 # the corpus at its full sizes: a copy with each file's size switch set
 cp -r corpus "$WORK/corpus"
 sed -i 's/^SIZE = "small"/SIZE = "full"/' "$WORK"/corpus/*/*.py
+[ "${BATCH_ONE:-}" = 1 ] && python3 benchmarks/at_batch_one.py "$WORK"/corpus/*/
 runs=()
 for folder in $FOLDERS; do
     started=$(date +%s)
@@ -26,7 +28,7 @@ for folder in $FOLDERS; do
     echo "== corpus/$folder ($MODE): $finished of $(ls corpus/$folder/*.py | wc -l) problems finished in $(( $(date +%s) - started )) s"
     [ -s "$WORK/$folder/verdicts.jsonl" ] && runs+=("$WORK/$folder")
 done
-python3 benchmarks/merge_bench.py --out "$WORK/merged" --title "corpus, $MODE mode, full sizes ($FOLDERS)" "${runs[@]}"
+python3 benchmarks/merge_bench.py --out "$WORK/merged" --title "corpus, $MODE mode, full sizes${BATCH_ONE:+, batch 1} ($FOLDERS)" "${runs[@]}"
 mkdir -p "$OUT"
 cp "$WORK/merged/report.md" "$OUT/corpus-$MODE.md"
 cp "$WORK/merged/summary.json" "$OUT/corpus-$MODE.json"

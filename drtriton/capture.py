@@ -28,6 +28,9 @@ class Value:
     access: str | None = None  # params and buffers: a Python expression for it, e.g. "self.net[0].weight"
     index: int | None = None  # inputs: position in forward's arguments
     literal: Any = None  # consts: the value, when it is a scalar
+    # dims whose size is symbolic (the batch): they take other sizes, so a size of 1 there is not
+    # a broadcast; a batch traced at 1 must be indexed like any other
+    symbolic: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -118,11 +121,17 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     import inspect
 
     graph = None
-    if _batch_of_one(inputs):  # export would pin a leading size of 1: trace it size-obliviously
-        try:
-            graph = _trace(model, inputs, reads, oblivious=True)
-        except Exception:  # a module that needs the size pinned: traced as before
-            graph = None
+    if _batch_of_one(inputs):
+        # export would pin a leading size of 1: trace it size-obliviously, else (C++ code that
+        # reads the size guards it to 1 all the same) at a batch of 2; a module that needs the
+        # size pinned is traced as it is
+        for attempt in (lambda: _trace(model, inputs, reads, oblivious=True),
+                        lambda: _trace(model, _batch_of_two(inputs), reads, static_fallback=False)):
+            try:
+                graph = attempt()
+                break
+            except Exception:
+                continue
     if graph is None:
         graph = _trace(model, inputs, reads)
     for v in graph.values.values():
@@ -143,21 +152,35 @@ def _batch_of_one(inputs: list) -> bool:
     return any(isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1 for x in inputs)
 
 
-def _trace(model, inputs: list, reads: list | None, oblivious: bool = False) -> Graph:
+def _batch_of_two(inputs: list) -> list:
+    """The inputs with each leading size of 1 made 2 (the row repeated): a batch export keeps
+    symbolic without the 0/1 specialization."""
+    import torch
+
+    return [torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1 else x
+            for x in inputs]
+
+
+def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
+           static_fallback: bool | None = None) -> Graph:
     """Export (`reads` replayed), inline, and lower what the vocabulary lacks. `oblivious`: with
     `backed_size_oblivious`, so a leading size of 1 stays symbolic like any other (a module
     converted at batch 1 then takes other batch sizes); export fails where the module needs the
-    size pinned, and the caller traces again without it."""
+    size pinned, and the caller traces again without it. Without `static_fallback` (by default:
+    when oblivious) a batch that export specialises or guards to one size is an error too."""
     import contextlib
 
     import torch.fx.experimental._config as fx_config
 
+    static = not oblivious if static_fallback is None else static_fallback
     with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
         if reads is None:
-            ep = _export(model, inputs, static_fallback=not oblivious)
+            ep = _export(model, inputs, static_fallback=static)
         else:
             with _Replay(reads):
-                ep = _export(model, inputs, static_fallback=not oblivious)
+                ep = _export(model, inputs, static_fallback=static)
+        if not static and _batch_pinned(ep):
+            raise CaptureError("the batch was traced as a fixed size")
         inline_context_regions(ep.graph_module)
         ep = _through_vmap(ep)
         graph = _convert(ep)
@@ -241,6 +264,25 @@ def _export(model, inputs: list, static_fallback: bool = True):
     except Exception as e:  # data-dependent control flow, unsupported Python, ...
         raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def _batch_pinned(ep) -> bool:
+    """Whether export fixed the batch: the first tensor input's leading size is a number, or a
+    guard holds a leading size to one (C++ code that reads a size, as `linear` does on a
+    sequence-first batch of 1, adds `Eq(s, 1)` even when tracing size-obliviously)."""
+    import sympy
+
+    users = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT" and hasattr(s.arg, "name")}
+    leads = [n.meta["val"].shape[0] for n in ep.graph.nodes if n.op == "placeholder" and n.name in users
+             and getattr(n.meta.get("val"), "dim", lambda: 0)() > 0]
+    if not leads:
+        return False
+    if isinstance(leads[0], int):
+        return True
+    symbols = {s.node.expr for s in leads if not isinstance(s, int)}
+    env = leads[0].node.shape_env
+    return any(isinstance(g.expr, sympy.Eq) and {g.expr.lhs, g.expr.rhs} & symbols and
+               any(side.is_number for side in (g.expr.lhs, g.expr.rhs)) for g in env.guards)
 
 
 def inline_context_regions(gm) -> None:
@@ -797,6 +839,11 @@ def _shape(t) -> list[int]:
     return [_hint(s) for s in t.shape] if hasattr(t, "shape") else []
 
 
+def _symbolic(t) -> list[int]:
+    """The dims of `t` whose size is a symbol (not a number once simplified)."""
+    return [d for d, s in enumerate(getattr(t, "shape", ())) if not isinstance(s, int) and s.node.maybe_as_int() is None]
+
+
 def _target(fn) -> str:
     """`aten.view.default` for operators; for the Python functions on sizes that tracing keeps
     (B * 4, B // 2, sym_max) the dotted name generated code calls them by: `operator.mul`,
@@ -842,7 +889,8 @@ def _convert(ep) -> Graph:
             spec = specs.get(n.name)
             kind = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer",
                     InputKind.CONSTANT_TENSOR: "const"}.get(spec.kind if spec else None, "input")
-            v = Value(n.name, _shape(val), _dtype(val), kind, fqn=spec.target if spec and kind != "input" else None)
+            v = Value(n.name, _shape(val), _dtype(val), kind, fqn=spec.target if spec and kind != "input" else None,
+                      symbolic=_symbolic(val))
             if kind == "input":
                 v.index = user_index
                 user_index += 1
@@ -879,7 +927,7 @@ def _convert(ep) -> Graph:
             names = [f"{n.name}.{i}" for i in range(len(outs))] if isinstance(val, (tuple, list)) else [n.name]
             for name, o in zip(names, outs):
                 if o is not None and hasattr(o, "shape"):
-                    values[name] = Value(name, _shape(o), _dtype(o), "node")
+                    values[name] = Value(name, _shape(o), _dtype(o), "node", symbolic=_symbolic(o))
                 elif isinstance(o, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
                     # a size: x.shape[0], B * 4; `literal` is its value for the example inputs
                     values[name] = Value(name, [], _dtype(o), "node", literal=_hint(o))

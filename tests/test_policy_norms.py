@@ -66,8 +66,13 @@ ROWS = "as rows of dims"
     # per-channel and per-sample operands together: rows of (n, c) still
     ("x * self.b + y", "torch.randn(2, 3, 20, 30), torch.randn(2, 1, 1, 1)",
      "self.b = nn.Parameter(torch.randn(3, 1, 1))", ROWS),
-    # an operand along the last dim: flat layout with index arithmetic
+    # an operand along a short last dim: flat layout with index arithmetic
     ("x + self.b", "torch.randn(4, 200)", "self.b = nn.Parameter(torch.randn(200))", "one pass over"),
+    # along a long last dim: rows of every other dim, the operand read at its column
+    ("x + self.b", "torch.randn(3, 640)", "self.b = nn.Parameter(torch.randn(640))", ROWS),
+    # operands broadcast both ways (issue 17's (16, 1, 1024) beside (1, 256, 1)): rows of (i0, i1),
+    # x at (i0, column), y a scalar per row
+    ("torch.maximum(x, y)", "torch.randn(3, 1, 600), torch.randn(1, 4, 1)", "", ROWS),
     # rows too short for the rows layout: flat
     ("x + self.b", "torch.randn(2, 3, 4, 5)", "self.b = nn.Parameter(torch.randn(3, 1, 1))", "one pass over"),
 ])
@@ -75,8 +80,10 @@ def test_elementwise_layouts(cpu_verifier, expr, inputs, init, layout):
     args = "x, y" if inputs.count("torch.") > 1 else "x"
     cand = check(cpu_verifier, source(expr, inputs, args=args, init=init), [])
     assert layout in cand.source, cand.source
-    if layout == ROWS:
+    if layout == ROWS and "(3, 1, 1)" in init:
         assert "tl.load(b_ptr + i1 * b_s1)" in cand.source  # one scalar load per program
+    if layout == ROWS:  # no division per element: only the row number is divided
+        assert "cols //" not in cand.source and "offs //" not in cand.source, cand.source
     else:
         assert ROWS not in cand.source
 

@@ -260,6 +260,46 @@ def test_an_lstm_converts_in_mixed_mode_and_takes_other_batch_sizes(cpu_verifier
     same_results(tmp_path, LSTM, result.source, "Tagger", (7,), (5, 8))  # get_inputs has 3
 
 
+ENCODER_AT_BATCH_ONE = '''
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0, batch_first=True)
+
+    def forward(self, x):
+        return self.layer(x)
+
+
+def get_inputs():
+    return [torch.randn(1, 5, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_transformer_layer_converted_at_batch_one_takes_other_batch_sizes(cpu_verifier, tmp_path):
+    # attention's in-projection runs `linear` on the sequence-first (5, 1, 16): its C++ code
+    # reads the batch and guards it to 1 even in a size-oblivious trace, so views baked in 1 and
+    # a batch of 2 failed; capture now sees the guard and traces at a batch of 2 instead
+    from drtriton.capture import capture_module
+
+    ns: dict = {}
+    exec(ENCODER_AT_BATCH_ONE, ns)
+    with torch.device("meta"):
+        graph = capture_module(ns["Encoder"]().eval(), ns["get_inputs"]())
+    assert graph.values[graph.inputs[0]].symbolic == [0]
+    _, result, _ = convert(cpu_verifier, ENCODER_AT_BATCH_ONE)
+    assert result.correct, failures(result)
+    assert [[2, 5, 16]] in result.verdict.shapes_checked  # the verifier's second configuration
+    same_results(tmp_path, ENCODER_AT_BATCH_ONE, result.source, "Encoder", (1, 3), (5, 16))
+
+
 SOFTMAX_HEAD = '''
 import torch
 import torch.nn as nn

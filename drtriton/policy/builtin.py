@@ -125,10 +125,10 @@ def _chains(program: Program, first: Fragment, then: Fragment) -> bool:
     reads what `first` computes, over the same shape, and the two fit in one fragment."""
     if then.kind != "pointwise" or len(first.nodes) + len(then.nodes) > MAX_FRAGMENT_OPS:
         return False
-    shape = program.values[first.nodes[-1].outputs[0]].shape
+    last = first.nodes[-1].outputs[0]
     made = {o for n in first.nodes for o in n.outputs}
     reads_first = any(v in made for v in program.inputs_of(then.nodes[0]))
-    return reads_first and all(program.values[n.outputs[0]].shape == shape for n in then.nodes)
+    return reads_first and all(program.same_shape(n.outputs[0], last) for n in then.nodes)
 
 
 class BuiltinPolicy:

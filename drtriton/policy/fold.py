@@ -61,9 +61,15 @@ class _Builder:
         self.graph, self.stem, self.dtype = graph, stem, dtype
         self.nodes: list[Node] = []
 
-    def add(self, target: str, args: list, shape: list[int], name: str | None = None) -> str:
+    def add(self, target: str, args: list, shape: list[int], name: str | None = None,
+            symbolic: list[int] | None = None) -> str:
+        """A node computing `shape`; its symbolic dims (the batch) are `symbolic`, by default
+        those of its first tensor argument of the same shape (elementwise: they broadcast alike)."""
         name = name or self._fresh()
-        self.graph.values[name] = Value(name, list(shape), self.dtype, "node")
+        if symbolic is None:
+            same = (self.graph.values[v] for v in value_refs(args))
+            symbolic = next((list(v.symbolic) for v in same if list(v.shape) == list(shape)), [])
+        self.graph.values[name] = Value(name, list(shape), self.dtype, "node", symbolic=symbolic)
         node = Node(name, target, args, {}, [name])
         m = match(node, self.graph.values)
         if m is not None:
@@ -78,9 +84,11 @@ class _Builder:
         return f"{self.stem}_fold{i}"
 
     def sum(self, x: str, dims: list[int], keepdim: bool) -> str:
-        shape = self.graph.values[x].shape
+        shape, symbolic = self.graph.values[x].shape, self.graph.values[x].symbolic
         out = [1 if d in dims else s for d, s in enumerate(shape) if keepdim or d not in dims]
-        return self.add("aten.sum.dim_IntList", [{"value": x}, dims, keepdim], out)
+        kept = [d for d in range(len(shape)) if keepdim or d not in dims]  # x's dim of each output dim
+        return self.add("aten.sum.dim_IntList", [{"value": x}, dims, keepdim], out,
+                        symbolic=[i for i, d in enumerate(kept) if d in symbolic and d not in dims])
 
     def shape(self, x: str) -> list[int]:
         return self.graph.values[x].shape
@@ -196,7 +204,8 @@ def _conv_transpose(b: _Builder, conv: Node, dims, keepdim, mean, out_shape) -> 
     positions = math.prod(b.graph.values[conv.outputs[0]].shape[2:])
     n, co = b.shape(x)[0], b.shape(w)[1]
     z = b.add("aten.matmul.default", [{"value": b.sum(x, list(spatial), False)},
-                                      {"value": b.sum(w, list(range(2, len(b.shape(w)))), False)}], [n, co])
+                                      {"value": b.sum(w, list(range(2, len(b.shape(w)))), False)}], [n, co],
+              symbolic=[0] if 0 in b.graph.values[x].symbolic else [])
     z = _scaled(b, z, positions, mean)
     if bias is not None:
         per_channel = bias["value"] if mean else b.add("aten.mul.Tensor", [bias, positions], [co])

@@ -64,7 +64,7 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
     values: dict[str, Value] = {}
     for i, v in enumerate(externals):
         old = program.values[v]
-        values[names[v]] = Value(names[v], list(old.shape), old.dtype, "input", index=i)
+        values[names[v]] = Value(names[v], list(old.shape), old.dtype, "input", index=i, symbolic=list(old.symbolic))
     nodes: list[Node] = []
     for n in frag.nodes:
         copied = copy.deepcopy(n)

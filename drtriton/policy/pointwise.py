@@ -99,6 +99,10 @@ class PointwiseBlock:
                     self.operands.append(v)
                 elif program.values[v].kind == "node":
                     self.scalars.append(v)
+        # the output's symbolic dims (the batch), from every value the block computes or reads
+        # (aligned right: each broadcasts to the output)
+        self.symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
+                         for d in self._aligned(v)}
         # kernel-side names of the operands: readable, and clear of the template's own
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
@@ -112,16 +116,24 @@ class PointwiseBlock:
             self.local[v] = name
 
     # -- kernel side -------------------------------------------------------------------------
+    def _aligned(self, value: str) -> set[int]:
+        """A value's symbolic dims as dims of the output (aligned right)."""
+        v = self.program.values[value]
+        return {len(self.shape) - len(v.shape) + d for d in v.symbolic}
+
     def full(self, value: str) -> bool:
-        """An operand of the output's own shape: read at the flat offset, no index math."""
-        return list(self.program.values[value].shape) == self.shape
+        """An operand of the output's own shape: read at the flat offset, no index math. A fixed
+        size of 1 where the output's is symbolic (a weight beside a batch traced at 1) is not."""
+        return list(self.program.values[value].shape) == self.shape and self._aligned(value) == self.symbolic
 
     def varying(self, value: str) -> list[int]:
         """The output dimensions along which a broadcast operand changes (as at capture: its
-        size-1 and missing dimensions are broadcast, stride 0, and skipped)."""
+        size-1 and missing dimensions are broadcast, stride 0, and skipped; a symbolic size of 1
+        is the batch traced at 1, so it changes)."""
         vs = list(self.program.values[value].shape)
-        lead = len(self.shape) - len(vs)
-        return [d for d in range(len(self.shape)) if d >= lead and vs[d - lead] != 1 and self.shape[d] != 1]
+        lead, sym = len(self.shape) - len(vs), self._aligned(value)
+        return [d for d in range(len(self.shape)) if d >= lead and (vs[d - lead] != 1 or d in sym)
+                and (self.shape[d] != 1 or d in self.symbolic)]
 
     def params(self) -> list[str]:
         out = []

@@ -69,6 +69,12 @@ class Program:
         self.producer = graph.producer()
         self._names: dict[str, str] = {}
 
+    def same_shape(self, a: str, b: str) -> bool:
+        """Two values of one shape at every input size: the same sizes at capture, symbolic in
+        the same dims (a batch traced at 1 is not a fixed size of 1)."""
+        va, vb = self.values[a], self.values[b]
+        return list(va.shape) == list(vb.shape) and sorted(va.symbolic) == sorted(vb.symbolic)
+
     # -- naming ------------------------------------------------------------------------------
     def expr(self, value: str) -> str:
         """How forward refers to a value: an argument, `self.<fqn>`, a literal, or a local."""
@@ -158,7 +164,6 @@ class Program:
     def _fusion_target(self, node: Node, owner: dict[str, Fragment]) -> Fragment | None:
         """The fragment a pointwise node can join as epilogue: the one producing its tensor
         input of the full output shape, if that value is not needed elsewhere in between."""
-        out_shape = self.values[node.outputs[0]].shape
         candidates = []
         for name in self.inputs_of(node):
             prod = self.producer.get(name)
@@ -167,7 +172,7 @@ class Program:
             frag = owner[prod.name]
             if frag.kind in ("view", "torch") or len(frag.nodes) >= MAX_FRAGMENT_OPS:
                 continue
-            if self.values[name].shape != out_shape:
+            if not self.same_shape(name, node.outputs[0]):
                 continue
             if frag.anchor is not None and not _anchor_takes_epilogue(frag):
                 continue

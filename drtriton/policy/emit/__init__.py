@@ -96,7 +96,8 @@ def stored_values(program, frag, shape) -> list[str]:
     store per output element, so each must have the output's `shape`, else Unsupported."""
     inside = {n.name for n in frag.nodes}
     stores = [o for n in frag.nodes for o in n.outputs if program.used_outside(o, inside)]
-    if any(list(program.values[o].shape) != list(shape) for o in stores):
+    if any(list(program.values[o].shape) != list(shape) for o in stores) or \
+            any(not program.same_shape(o, stores[0]) for o in stores):
         raise Unsupported("stored values of different shapes")
     return stores
 

@@ -3,11 +3,12 @@
 Operands of the output's shape are read at the element's offset; broadcast ones (a per-channel
 bias) through their strides, along the dimensions where they change. Two layouts:
 
-- rows: when every broadcast operand changes only along the leading dimensions and the trailing
-  ones hold enough elements (a bias over (N, C, H, W) varies along N, C; H*W follow), a program
-  owns BLOCK consecutive elements of one row of the trailing dimensions: the broadcast operands'
-  offsets come from the row number, once per program, and their values are scalar loads. No
-  per-element index arithmetic.
+- rows: when the trailing dimensions hold enough elements, a program owns BLOCK consecutive
+  elements of one row of them. Rows end after the last dimension a broadcast operand changes
+  along (a bias over (N, C, H, W) varies along N, C; H*W follow): its offset comes from the row
+  number, once per program, a scalar load. An operand that changes along the last dimension
+  makes every other dimension a row, and reads its column at `cols` times its stride. No
+  per-element division.
 - flat: otherwise, BLOCK consecutive elements of the flat output; a broadcast operand's indices
   come from dividing the offset.
 
@@ -36,14 +37,17 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 
 
 def row_split(block: PointwiseBlock) -> int | None:
-    """The number of leading dimensions that make a row for the rows layout, or None for flat."""
+    """The number of leading dimensions that make a row for the rows layout, or None for flat.
+    Rows end after the last dimension a broadcast operand changes along; where one changes
+    along the last dimension itself (a (16, 1, 1024) beside a (1, 256, 1)), rows are every
+    dimension but the last, whose index is the column: no division per element either way."""
     shape = block.shape
     varying = [d for v in block.operands if not block.full(v) for d in block.varying(v)]
     if not varying:
         return None  # no broadcast operand to index: flat is as good
-    k = max(varying) + 1
+    k = min(max(varying) + 1, len(shape) - 1)
     inner = math.prod(shape[k:])
-    if k >= len(shape) or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_GRID_1:
+    if k < 1 or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_GRID_1:
         return None
     return k
 
@@ -69,7 +73,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         row_lines, axes = row_blocks(k, rank)
         space = IndexSpace(rank, "offs", "mask", sizes, axes)
         head = [f"    # {frag.label}, fused: one pass over {what} elements, as rows of dims 0..{k - 1}",
-                f"    # (broadcast operands change only along those) by the {math.prod(shape[k:])} elements "
+                f"    # (broadcast operands: a scalar per row, or a column) by the {math.prod(shape[k:])} elements "
                 "of the dims after them",
                 *(f"    {line}" for line in row_lines)]
         key = "inner"
@@ -81,7 +85,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    {line}" for line in body),
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
-    ref = _shape_source(program, block.operands, shape)
+    ref = _shape_source(block)
     made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
@@ -95,14 +99,15 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     return Emitted(["\n".join(kernel)], lines)
 
 
-def _shape_source(program: Program, operands: list[str], shape: list[int]) -> str:
+def _shape_source(block: PointwiseBlock) -> str:
     """The output shape as forward computes it: from an operand of the full shape if there is
     one (so the module works at other sizes too), else the broadcast of the operands (the
     fragment's tensor inputs: values computed inside it do not exist in forward)."""
-    for v in operands:
-        if list(program.values[v].shape) == shape:
+    program = block.program
+    for v in block.operands:
+        if block.full(v):
             return f"{program.expr(v)}.shape"
-    exprs = ", ".join(f"{program.expr(v)}.shape" for v in operands)
+    exprs = ", ".join(f"{program.expr(v)}.shape" for v in block.operands)
     return f"torch.broadcast_shapes({exprs})"
 
 
