@@ -13,6 +13,7 @@ verifier's timer (`time_interleaved`), adding the timed call's ingredients one a
   audit        + the sandbox's audit hook, armed around the call
 
     PYTHONPATH=. python3 benchmarks/timed_call_overhead.py benchmarks/pointwise/add_small.py benchmarks/pointwise/relu_large.py
+    ... --stages plain,audit     # some stages only
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def load(source: str, name: str, folder: str):
     return module
 
 
-def main(paths: list[str]) -> None:
+STAGES = ("plain", "fresh", "recorder", "compile", "audit")
+
+
+def main(paths: list[str], only: tuple[str, ...] = STAGES) -> None:
     from drtriton.verify.worker import parallel_compile
     from drtriton.verify.worker.guard import LaunchRecorder
     from drtriton.verify.worker.sandbox import AuditGuard
@@ -69,7 +73,7 @@ def main(paths: list[str]) -> None:
                 return list(getattr(ref, problem.inputs_fn)())
 
         stages = []
-        for stage in ("plain", "fresh", "recorder", "compile", "audit"):
+        for stage in STAGES:
             if stage == "recorder":
                 recorder.install()
             if stage == "compile":
@@ -96,6 +100,8 @@ def main(paths: list[str]) -> None:
                 with torch.no_grad():
                     return eager(*inputs)
 
+            if stage not in only:
+                continue
             inputs_for = (lambda name, i: same) if stage == "plain" else fresh
             raw = time_interleaved({"candidate": candidate, "eager": reference}, inputs_for, TRIALS, WARMUP)
             med = {n: (statistics.median(t), statistics.median(w)) for n, (t, w) in raw.items()}
@@ -108,4 +114,9 @@ def main(paths: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    stages = STAGES
+    if "--stages" in args:
+        i = args.index("--stages")
+        stages, args = tuple(args[i + 1].split(",")), args[:i] + args[i + 2:]
+    main(args, stages)

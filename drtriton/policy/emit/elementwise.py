@@ -23,11 +23,14 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import (MAX_GRID_1, WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, row_blocks,
+from . import (MAX_GRID_1, WIDE, Emitted, Names, Unsupported, allocate_outputs, flat_blocks, row_blocks,
                stored_values)
 
-# The autotuner picks among these on the GPU; the interpreter uses the first.
-BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (2048, 8), (4096, 8), (512, 4)]]
+# One configuration, as Inductor launches pointwise kernels: a bandwidth-bound kernel runs within
+# a few percent of its best at 1024 elements and 4 warps a program, while an autotuner costs
+# every call its key and lookup (about 7 us of host time, session 11), which a one-kernel call
+# pays in full. Rows of fewer elements take half blocks.
+BLOCK, NUM_WARPS = 1024, 4
 #: the rows layout needs at least this many elements a row (fewer: most of a block is masked)
 MIN_ROW = 512
 
@@ -47,7 +50,7 @@ def row_split(block: PointwiseBlock) -> int | None:
         return None  # no broadcast operand to index: flat is as good
     k = min(max(varying) + 1, len(shape) - 1)
     inner = math.prod(shape[k:])
-    if k < 1 or inner < MIN_ROW or -(-inner // BLOCKS[-1]["BLOCK"]) > MAX_GRID_1:
+    if k < 1 or inner < MIN_ROW or -(-inner // BLOCK) > MAX_GRID_1:
         return None
     return k
 
@@ -67,7 +70,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         space = IndexSpace(rank, "offs", "mask", sizes)
         head = [f"    # {frag.label}, fused: one pass over {what} elements",
                 *(f"    {line}" for line in flat_blocks())]
-        key = "n"
     else:
         params = block.params() + [f"{o}_out" for o in outs] + ["inner"] + sizes
         row_lines, axes = row_blocks(k, rank)
@@ -76,9 +78,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                 f"    # (broadcast operands: a scalar per row, or a column) by the {math.prod(shape[k:])} elements "
                 "of the dims after them",
                 *(f"    {line}" for line in row_lines)]
-        key = "inner"
     body = block.emit(space, {})
-    kernel = autotune(BLOCKS, [key], device) + [
+    kernel = [
         "@triton.jit",
         f"def {name}({', '.join(params)}, WIDE: tl.constexpr, BLOCK: tl.constexpr):",
         *head,
@@ -89,13 +90,15 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
-        grid = "lambda meta: (_cdiv(_n, meta['BLOCK']),)"
+        grid, block_size = f"(_cdiv(_n, {BLOCK}),)", str(BLOCK)
         counts = ["_n"]
     else:
         lines.append(f"_inner = math.prod({outs[0]}.shape[{k}:])")
-        grid = "lambda meta: (_n // max(_inner, 1), _cdiv(_inner, meta['BLOCK']))"
+        lines.append(f"_block = {BLOCK} if _inner > {BLOCK // 2} else {BLOCK // 2}")
+        grid, block_size = "(_n // max(_inner, 1), _cdiv(_inner, _block))", "_block"
         counts = ["_inner"]
-    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE})")
+    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE}, "
+                 f"BLOCK={block_size}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
 
 
