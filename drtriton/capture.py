@@ -125,13 +125,15 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
         # export would pin a leading size of 1: trace it size-obliviously, else (C++ code that
         # reads the size guards it to 1 all the same) at a batch of 2; a module that needs the
         # size pinned is traced as it is
-        for attempt in (lambda: _trace(model, inputs, reads, oblivious=True),
-                        lambda: _trace(model, _batch_of_two(inputs), reads, static_fallback=False)):
+        ones = [i for i, x in enumerate(inputs) if _leading_one(x)]
+        try:
+            graph = _trace(model, inputs, reads, oblivious=True, batch=ones)
+        except Exception:
             try:
-                graph = attempt()
-                break
+                graph = _same_operators(_trace(model, _batch_of_two(inputs), reads, batch=ones),
+                                        _trace(model, inputs, reads))
             except Exception:
-                continue
+                graph = None
     if graph is None:
         graph = _trace(model, inputs, reads)
     for v in graph.values.values():
@@ -144,12 +146,31 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     return _rename_inputs(graph, dict(zip(graph.inputs, params)))
 
 
+def _leading_one(x) -> bool:
+    import torch
+
+    return isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1
+
+
 def _batch_of_one(inputs: list) -> bool:
     """Whether some tensor input has a leading (batch) size of 1, which torch.export pins
     ("0/1 specialization") unless sizes are traced size-obliviously."""
-    import torch
+    return any(_leading_one(x) for x in inputs)
 
-    return any(isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1 for x in inputs)
+
+def _same_operators(at_two: Graph, at_one: Graph) -> Graph:
+    """The graph traced at a batch of 2 when it runs the operators of the one traced as it is
+    (at 1), else the latter: at 2 a test such as `x.size(0) == 1` is decided the other way
+    without a guard, and the module at its own batch would compute something else."""
+    def plain(a):  # an argument with tensors, and lists (sizes), left anonymous
+        return "tensor" if isinstance(a, dict) else "list" if isinstance(a, (list, tuple)) else a
+
+    def operators(g: Graph) -> list:  # what computes: views and allocations differ with the sizes
+        return [(n.target, [plain(a) for a in n.args]) for n in g.nodes if n.target.startswith("aten.")
+                and n.target not in VIEWS and n.target not in ALLOCATIONS
+                and "sym_" not in n.target and "assert" not in n.target]
+
+    return at_two if operators(at_two) == operators(at_one) else at_one
 
 
 def _batch_of_two(inputs: list) -> list:
@@ -157,29 +178,27 @@ def _batch_of_two(inputs: list) -> list:
     symbolic without the 0/1 specialization."""
     import torch
 
-    return [torch.cat([x, x]) if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == 1 else x
-            for x in inputs]
+    return [torch.cat([x, x]) if _leading_one(x) else x for x in inputs]
 
 
 def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
-           static_fallback: bool | None = None) -> Graph:
+           batch: list[int] | None = None) -> Graph:
     """Export (`reads` replayed), inline, and lower what the vocabulary lacks. `oblivious`: with
     `backed_size_oblivious`, so a leading size of 1 stays symbolic like any other (a module
-    converted at batch 1 then takes other batch sizes); export fails where the module needs the
-    size pinned, and the caller traces again without it. Without `static_fallback` (by default:
-    when oblivious) a batch that export specialises or guards to one size is an error too."""
+    converted at batch 1 then takes other batch sizes). `batch`: the inputs whose leading size
+    must stay symbolic; export failing, or fixing one of them to a number, is then an error (the
+    caller traces another way) instead of a static trace."""
     import contextlib
 
     import torch.fx.experimental._config as fx_config
 
-    static = not oblivious if static_fallback is None else static_fallback
     with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
         if reads is None:
-            ep = _export(model, inputs, static_fallback=static)
+            ep = _export(model, inputs, static_fallback=batch is None)
         else:
             with _Replay(reads):
-                ep = _export(model, inputs, static_fallback=static)
-        if not static and _batch_pinned(ep):
+                ep = _export(model, inputs, static_fallback=batch is None)
+        if batch is not None and _batch_pinned(ep, batch):
             raise CaptureError("the batch was traced as a fixed size")
         inline_context_regions(ep.graph_module)
         ep = _through_vmap(ep)
@@ -266,23 +285,23 @@ def _export(model, inputs: list, static_fallback: bool = True):
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
 
 
-def _batch_pinned(ep) -> bool:
-    """Whether export fixed the batch: the first tensor input's leading size is a number, or a
-    guard holds a leading size to one (C++ code that reads a size, as `linear` does on a
-    sequence-first batch of 1, adds `Eq(s, 1)` even when tracing size-obliviously)."""
+def _batch_pinned(ep, batch: list[int]) -> bool:
+    """Whether export fixed the leading size of one of the `batch` inputs (by position among
+    forward's arguments): a number, or a symbol a guard holds to one (C++ code that reads a
+    size, as `linear` does on a sequence-first batch of 1, adds `Eq(s, 1)` even when tracing
+    size-obliviously)."""
     import sympy
 
-    users = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT" and hasattr(s.arg, "name")}
-    leads = [n.meta["val"].shape[0] for n in ep.graph.nodes if n.op == "placeholder" and n.name in users
-             and getattr(n.meta.get("val"), "dim", lambda: 0)() > 0]
+    users = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    vals = {n.name: n.meta.get("val") for n in ep.graph.nodes if n.op == "placeholder"}
+    leads = [vals[users[i]].shape[0] for i in batch if i < len(users) and hasattr(vals.get(users[i]), "shape")]
+    if any(isinstance(s, int) for s in leads):
+        return True
     if not leads:
         return False
-    if isinstance(leads[0], int):
-        return True
-    symbols = {s.node.expr for s in leads if not isinstance(s, int)}
-    env = leads[0].node.shape_env
+    symbols = {s.node.expr for s in leads}
     return any(isinstance(g.expr, sympy.Eq) and {g.expr.lhs, g.expr.rhs} & symbols and
-               any(side.is_number for side in (g.expr.lhs, g.expr.rhs)) for g in env.guards)
+               any(side.is_number for side in (g.expr.lhs, g.expr.rhs)) for g in leads[0].node.shape_env.guards)
 
 
 def inline_context_regions(gm) -> None:

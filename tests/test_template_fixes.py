@@ -95,6 +95,31 @@ def test_batch_of_one_follows_the_batch(cpu_verifier, expr, inputs, op):
     check(cpu_verifier, source(expr, inputs), [])
 
 
+def test_a_batch_of_one_keeps_what_forward_decides_on_it_and_other_inputs_fixed():
+    # a test of the batch size: the graph is the one traced at 1 (at 2 it would take the other
+    # branch without a guard); a first input that is no batch does not pin the one after it
+    _, graph, _ = capture(source("x * 2 if x.size(0) == 1 else x * 3", "torch.randn(1, 4, 8)"))
+    assert [(n.target, n.args[1:]) for n in graph.nodes] == [("aten.mul.Tensor", [2])]
+    _, graph, _ = capture(source("torch.relu(x @ w).view(x.shape[0], -1)", "torch.randn(16, 16), torch.randn(1, 5, 16)",
+                                 args="w, x"))
+    assert graph.values["x"].symbolic == [0] and graph.values["w"].symbolic == []
+
+
+@pytest.mark.parametrize("expr", ["x * self.ct(x).mean((2, 3), keepdim=True)",
+                                  "x * (self.ct(x).mean((2, 3), keepdim=True) * 0.5)"])
+def test_a_folded_reduction_of_a_batch_of_one_follows_the_batch(expr):
+    # the mean over a transposed convolution's positions folds into its operands; what the fold
+    # makes (and a scale after it) is of the batch, symbolic as the mean was, so the product with
+    # x reads it per sample
+    from drtriton.policy.fold import fold_linear_reductions
+
+    _, graph, _ = capture(source(expr, "torch.randn(1, 4, 9, 7)", init="self.ct = nn.ConvTranspose2d(4, 4, 3, stride=2)"))
+    folded, done = fold_linear_reductions(graph)
+    assert done
+    mul = next(n for n in folded.nodes if n.target == "aten.mul.Tensor" and n.args[0] == {"value": "x"})
+    assert folded.values[mul.args[1]["value"]].symbolic == [0]
+
+
 # -- batch_norm with its statistics as forward's inputs ----------------------------------------
 
 def test_batch_norm_training_on_input_statistics_is_unsupported():

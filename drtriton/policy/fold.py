@@ -110,17 +110,19 @@ def _fold(g: Graph, red: Node) -> Node | None:
     lin = producer.get(src)
     if lin is None or not only_use(src, chain[0] if chain else red) or lin.op not in _FOLDS:
         return None
-    out_shape = g.values[red.outputs[0]].shape
+    out_shape, out_symbolic = g.values[red.outputs[0]].shape, list(g.values[red.outputs[0]].symbolic)
     b = _Builder(g, red.name, g.values[red.outputs[0]].dtype)
     result = _FOLDS[lin.op](b, lin, tuple(red.attrs["dim"]), bool(red.attrs["keepdim"]),
                             mean=red.op == "mean", out_shape=out_shape)
     if result is None:
         return None
     assert b.nodes[-1].outputs == [result]
+    g.values[result].symbolic = list(out_symbolic)  # the reduction's shape, batch included
     # the scales now act on the reduced value; the last one (or the fold) keeps the reduction's name
     for node in chain:
         node.args[0] = {"value": result}
         g.values[node.outputs[0]].shape = list(out_shape)
+        g.values[node.outputs[0]].symbolic = list(out_symbolic)
         result = node.outputs[0]
     if chain:
         del g.values[chain[-1].outputs[0]]

@@ -101,7 +101,7 @@ class PointwiseBlock:
                     self.scalars.append(v)
         # the output's symbolic dims (the batch), from every value the block computes or reads
         # (aligned right: each broadcasts to the output)
-        self.symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
+        self.out_symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
                          for d in self._aligned(v)}
         # kernel-side names of the operands: readable, and clear of the template's own
         self.local: dict[str, str] = {}
@@ -124,7 +124,7 @@ class PointwiseBlock:
     def full(self, value: str) -> bool:
         """An operand of the output's own shape: read at the flat offset, no index math. A fixed
         size of 1 where the output's is symbolic (a weight beside a batch traced at 1) is not."""
-        return list(self.program.values[value].shape) == self.shape and self._aligned(value) == self.symbolic
+        return list(self.program.values[value].shape) == self.shape and self._aligned(value) == self.out_symbolic
 
     def varying(self, value: str) -> list[int]:
         """The output dimensions along which a broadcast operand changes (as at capture: its
@@ -133,7 +133,7 @@ class PointwiseBlock:
         vs = list(self.program.values[value].shape)
         lead, sym = len(self.shape) - len(vs), self._aligned(value)
         return [d for d in range(len(self.shape)) if d >= lead and (vs[d - lead] != 1 or d in sym)
-                and (self.shape[d] != 1 or d in self.symbolic)]
+                and (self.shape[d] != 1 or d in self.out_symbolic)]
 
     def params(self) -> list[str]:
         out = []

@@ -2,7 +2,8 @@
 Triton kernel sources plus the forward lines that allocate and launch.
 
 An emitter is a module with `configs(program, fragment)` (its variants, best guess first: e.g.
-the dot precision; block sizes are left to `@triton.autotune`) and
+the dot precision; block sizes are left to `@triton.autotune`, except the elementwise kernels,
+which launch with one configuration as Inductor's do) and
 `emit(program, fragment, config, names, device)` returning `Emitted`, or raising `Unsupported`
 (the planner then tries other cuts or, in mixed mode, PyTorch).
 
