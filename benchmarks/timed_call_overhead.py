@@ -18,10 +18,9 @@ verifier's timer (`time_interleaved`), adding the timed call's ingredients one a
 
 from __future__ import annotations
 
-import contextlib
+import argparse
 import importlib.util
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 
@@ -81,19 +80,20 @@ def main(paths: list[str], only: tuple[str, ...] = STAGES) -> None:
             if stage == "audit" and audit is None:
                 audit = AuditGuard([folder])
 
-            def candidate(inputs, stage=stage):
-                if stage in ("recorder", "compile", "audit"):
+            recording = STAGES.index(stage) >= STAGES.index("recorder")
+
+            def candidate(inputs, recording=recording, armed=stage == "audit"):
+                if recording:
                     recorder.begin_call()
-                armed = contextlib.nullcontext()
-                if stage == "audit":
+                if armed:
                     audit.armed = True
                 try:
-                    with torch.no_grad(), armed:
+                    with torch.no_grad():
                         return model(*inputs)
                 finally:
-                    if audit is not None:
+                    if armed:
                         audit.armed = False
-                    if stage in ("recorder", "compile", "audit"):
+                    if recording:
                         recorder.end_call()
 
             def reference(inputs):
@@ -114,9 +114,8 @@ def main(paths: list[str], only: tuple[str, ...] = STAGES) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    stages = STAGES
-    if "--stages" in args:
-        i = args.index("--stages")
-        stages, args = tuple(args[i + 1].split(",")), args[:i] + args[i + 2:]
-    main(args, stages)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("problems", nargs="+", help="problem files")
+    ap.add_argument("--stages", default=",".join(STAGES), help="comma-separated, from " + ", ".join(STAGES))
+    args = ap.parse_args()
+    main(args.problems, tuple(args.stages.split(",")))

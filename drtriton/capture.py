@@ -120,22 +120,23 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
     with `.item()` traces as the constant it was (the verifier then checks that it holds)."""
     import inspect
 
-    graph = None
+    graph = at_two = None
     if _batch_of_one(inputs):
         # export would pin a leading size of 1: trace it size-obliviously, else (C++ code that
-        # reads the size guards it to 1 all the same) at a batch of 2; a module that needs the
-        # size pinned is traced as it is
+        # reads the size guards it to 1 all the same) at a batch of 2, kept where it computes
+        # what the trace as it is does; a module that needs the size pinned is traced as it is
         ones = [i for i, x in enumerate(inputs) if _leading_one(x)]
         try:
             graph = _trace(model, inputs, reads, oblivious=True, batch=ones)
         except Exception:
             try:
-                graph = _same_operators(_trace(model, _batch_of_two(inputs), reads, batch=ones),
-                                        _trace(model, inputs, reads))
+                at_two = _trace(model, _batch_of_two(inputs), reads, batch=ones)
             except Exception:
-                graph = None
+                at_two = None
     if graph is None:
         graph = _trace(model, inputs, reads)
+        if at_two is not None:
+            graph = _same_operators(at_two, graph)
     for v in graph.values.values():
         if v.kind in ("param", "buffer") and v.fqn:
             v.access = access_path(model, v.fqn)
