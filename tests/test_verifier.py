@@ -305,6 +305,15 @@ def plain(x_ptr):
     assert forget_autotuning(module) == 2
     assert module.tuned.cache == {} and module.nested.fn.cache == {}
     assert forget_autotuning(None) == 0
+    # the built-in policy's modules launch through _DirectLaunch, which keeps the compiled
+    # kernel of each choice: cleared as well, or it would go on launching the old choice
+    from drtriton.policy.launch import DirectLaunch
+
+    module.launched = DirectLaunch(module.tuned)
+    module.launched.launches[(1, 1024)] = ("kept",)
+    module.tuned.cache[(1024,)] = module.tuned.configs[1]
+    assert forget_autotuning(module) == 3  # module.tuned twice (itself, inside the launcher), nested
+    assert module.launched.launches == {} and module.tuned.cache == {}
 
 
 @pytest.mark.parametrize("retune", [True, False])

@@ -163,6 +163,18 @@ def test_the_reference_worker_judges_picked_timed_calls_in_one_request(tmp_path,
     assert reply["unchecked"] == 0 and not list(tmp_path.glob("*.bin"))
 
 
+def test_after_the_autotuners_choose_again_only_the_grid_and_meta_parameters_may_change():
+    from drtriton.verify.verdict import same_launches, untuned
+
+    verified = ["mm_kernel[8,4](128,64,BM=64,BN=32)", "relu_kernel[4](4096,BLOCK=1024)"]
+    retuned = ["mm_kernel[4,4](128,64,BM=128,BN=32)", "relu_kernel[4](4096,BLOCK=1024)"]
+    assert untuned(retuned[0]) == "mm_kernel(128,64)" and untuned("k()") == "k()"
+    assert not same_launches(retuned, verified) and same_launches(retuned, verified, tuned_again=True)
+    other_sizes = ["mm_kernel[4,4](128,32,BM=128,BN=32)", verified[1]]
+    assert not same_launches(other_sizes, verified, tuned_again=True)
+    assert not same_launches(retuned[:1], verified, tuned_again=True)  # a launch left out
+
+
 def test_launch_records_keep_no_tensors_and_copy_a_grid_list():
     """A launch is recorded as what its signature needs, at the launch: later changes to a grid
     list cannot alter it, and no argument tensor stays alive in the record."""

@@ -16,6 +16,7 @@ import keyword
 import re
 import textwrap
 import tokenize
+from pathlib import Path
 
 from ..ops import HELPERS, called_helpers
 from ..problem import Problem, defined_names, extract_standalone
@@ -49,6 +50,31 @@ HOST_HELPERS = {
 # the matrix product's host decisions, defined (and tested) once in its emitter
 for _fn in (split_k, aligned_rows):
     HOST_HELPERS["_" + _fn.__name__] = re.sub(r"^def \w+", f"def _{_fn.__name__}", inspect.getsource(_fn)).strip()
+
+
+
+def _class_source(path: Path, name: str) -> str:
+    """A class's source read from its file (importing policy/launch.py would load torch)."""
+    text = path.read_text()
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == name)
+    return ast.get_source_segment(text, node)
+
+
+# the launcher every launched kernel is wrapped in (policy/launch.py says why), defined once
+DIRECT_LAUNCH = re.sub(r"\bDirectLaunch\b", "_DirectLaunch",
+                       _class_source(Path(__file__).with_name("launch.py"), "DirectLaunch"))
+
+
+def launch_directly(kernels: list[str], forward_lines: list[str]) -> list[str]:
+    """Decorate each kernel `forward` launches (`name[grid](...)`) with `_DirectLaunch`; a
+    function only other kernels call stays a plain `@triton.jit` function."""
+    text = "\n".join(forward_lines)
+    out = []
+    for kernel in kernels:
+        name = _single_kernel(kernel)
+        launched = name is not None and re.search(r"\b" + re.escape(name) + r"\[", text)
+        out.append("@_DirectLaunch\n" + kernel if launched else kernel)
+    return out
 
 
 class _Rename(ast.NodeTransformer):
@@ -222,7 +248,7 @@ def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], out
     kernels = [name_common_subexpressions(k) for k in kernels]
     kernels, forward_lines = share_kernels(kernels, forward_lines)
     forward_lines = hoist_module_paths(forward_lines)
-    kernels = bound_tuning(kernels)
+    kernels = launch_directly(bound_tuning(kernels), forward_lines)
     head, used = class_body(problem, new_name)
     tree = ast.parse(problem.source)
     # the file's own imports (aliases too: `import torch as th`), helpers and constants
@@ -240,8 +266,9 @@ def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], out
               [f"        {line}" for line in forward_lines] + [f"        return {ret}"]
     docstring = f'    """{description}"""'
     body = head[:1] + [docstring] + head[1:] + [""] + forward
-    helpers = "\n\n\n".join(src for name, src in HOST_HELPERS.items()
-                             if any(f"{name}(" in line for line in forward_lines))
+    helpers = "\n\n\n".join([src for name, src in HOST_HELPERS.items()
+                               if any(f"{name}(" in line for line in forward_lines)] +
+                              [DIRECT_LAUNCH] * any(k.startswith("@_DirectLaunch") for k in kernels))
     # device functions the kernels' elementwise templates call (a recurrence's loop), each once
     device = [name_common_subexpressions(src) for src in called_helpers("\n".join(kernels))]
     code = [support.strip(), helpers, "\n\n".join(device + kernels), "\n".join(body)]

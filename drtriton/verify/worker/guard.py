@@ -70,11 +70,18 @@ def poison(t: torch.Tensor) -> None:
 
 
 class LaunchRecorder:
-    """Records the outermost Triton launches of a forward call (Python-level wrappers only: no
-    per-launch hook in Triton's C launcher, which would slow every launch of the timed calls)."""
+    """Records the Triton launches of a forward call (Python-level wrappers only: no per-launch
+    hook in Triton's C launcher, which would slow every launch of the timed calls).
+
+    On the GPU every launch reaches the device through a compiled kernel's `run` (Triton's own
+    `kernel[grid](...)` and a launch of a compiled kernel kept by the module alike, such as the
+    built-in policy's `DirectLaunch`): that is where a launch is recorded, so both read the
+    same. An autotuner's benchmarking launches are not the call's. The interpreter has no
+    compiled kernels: there the outermost `kernel[grid](...)` is recorded."""
 
     def __init__(self) -> None:
-        self.depth = 0  # >0 while inside a launch (autotuner benchmarking nests launches)
+        self.depth = 0  # >0 while inside a launch entry point (autotuner benchmarking nests launches)
+        self.benchmarking = 0  # >0 while an autotuner times its configurations
         # the recorded call's launches (`launch_record`: the kernel, a fixed grid, the integer
         # arguments; no tensors kept alive), None when not recording; named by
         # `launch_signatures` after the call, outside the timed region
@@ -99,6 +106,13 @@ class LaunchRecorder:
             pass
         for cls in targets:
             self._wrap(cls)
+        self._wrap_benchmarking(autotuner.Autotuner)
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:  # pragma: no cover - every supported Triton has it
+            CompiledKernel = None
+        if CompiledKernel is not None:
+            self._wrap_compiled(CompiledKernel)
         self._installed = True
 
     def _wrap(self, cls) -> None:
@@ -107,16 +121,57 @@ class LaunchRecorder:
 
         def run(kernel_self, *args, **kwargs):
             outermost = recorder.depth == 0
+            recorded = len(recorder.launches) if recorder.launches is not None else 0
             recorder.depth += 1
             try:
                 return original(kernel_self, *args, **kwargs)
             finally:
                 recorder.depth -= 1
-                if outermost and recorder.launches is not None and not kwargs.get("warmup", False):
+                # recorded here only when no compiled kernel's launch was (the interpreter)
+                if outermost and recorder.launches is not None and not kwargs.get("warmup", False) \
+                        and not recorder.benchmarking and len(recorder.launches) == recorded:
                     recorder.launches.append(launch_record(kernel_self, args, kwargs))
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         cls.run = run
+
+    def _wrap_benchmarking(self, cls) -> None:
+        original = getattr(cls, "_bench", None)
+        if original is None:  # pragma: no cover - Triton 3.x autotuners time through _bench
+            return
+        recorder = self
+
+        def bench(tuner, *args, **kwargs):
+            recorder.benchmarking += 1
+            try:
+                return original(tuner, *args, **kwargs)
+            finally:
+                recorder.benchmarking -= 1
+
+        bench.__wrapped__ = original  # type: ignore[attr-defined]
+        cls._bench = bench
+
+    def _wrap_compiled(self, cls) -> None:
+        original = cls.__dict__.get("run")
+        if not isinstance(original, property):  # pragma: no cover - a Triton without the lazy launcher
+            return
+        recorder = self
+
+        def run(compiled):
+            launcher = original.fget(compiled)
+
+            def launch(grid_x, grid_y, grid_z, stream, function, metadata, launch_metadata, enter_hook,
+                       exit_hook, *args):
+                if recorder.launches is not None and not recorder.benchmarking:
+                    recorder.launches.append(compiled_launch_record(compiled, (grid_x, grid_y, grid_z), args))
+                return launcher(grid_x, grid_y, grid_z, stream, function, metadata, launch_metadata,
+                                enter_hook, exit_hook, *args)
+
+            return launch
+
+        wrapped = property(run)
+        wrapped.fget.__wrapped__ = original  # type: ignore[attr-defined]
+        cls.run = wrapped
 
     def begin_call(self) -> None:
         self.launches = []
@@ -137,6 +192,26 @@ def launch_record(kernel, args: tuple, kwargs: dict) -> tuple:
     fixed = tuple(grid) if isinstance(grid, (tuple, list)) and all(isinstance(g, int) for g in grid) else None
     return (kernel, fixed, tuple(a for a in args if isinstance(a, int)),
             tuple((k, v) for k, v in kwargs.items() if k not in _NOT_ARGUMENTS and isinstance(v, int)))
+
+
+def compiled_launch_record(compiled, grid: tuple, args: tuple) -> tuple:
+    """`launch_record` for a compiled kernel's launch: its `@triton.jit` function, the grid
+    without trailing 1s, the integer and boolean arguments, the meta-parameters (constexprs) by
+    name as `kernel[grid](...)`'s keywords read."""
+    grid = tuple(grid)
+    while len(grid) > 1 and grid[-1] == 1:
+        grid = grid[:-1]
+    kernel = getattr(getattr(compiled, "src", None), "fn", compiled)
+    params = getattr(kernel, "params", None) or []
+    ints, meta = [], []
+    for i, a in enumerate(args):
+        if isinstance(a, int):
+            param = params[i] if i < len(params) else None
+            if param is not None and param.is_constexpr:
+                meta.append((param.name, a))
+            else:
+                ints.append(a)
+    return (kernel, grid, tuple(ints), tuple(meta))
 
 
 def launch_signatures(records: list[tuple]) -> list[str]:

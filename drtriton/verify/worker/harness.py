@@ -714,10 +714,19 @@ class CandidateHarness:
             pending.append(launches)
             return out
 
+        retune = bool(req.get("retune", True))
+        follow = bool(req.get("sizes_follow_data"))
+        timed_launches: list[list[str]] = []  # the first timed call's: every other must match it
+
         def compare_launches() -> None:
+            # after the autotuners choose again, a timed call may run other configurations than
+            # the verified one (grids, meta-parameters), the same for every timed call
             while pending:
                 launches = launch_signatures(pending.pop())
-                if not same_launches(launches, expected, bool(req.get("sizes_follow_data"))):
+                if not timed_launches:
+                    timed_launches.append(launches)
+                if not same_launches(launches, expected, follow, tuned_again=retune) or \
+                        not same_launches(launches, timed_launches[0], follow):
                     mismatched_calls.append(launches)
 
         def run_model(model):
@@ -751,7 +760,7 @@ class CandidateHarness:
         # (VerifyConfig.retune_before_timing: the trials' choice, which can only understate the
         # candidate's speed).
         # (Nested launches are not counted.)
-        if req.get("retune", True):
+        if retune:
             forget_autotuning(self.candidate_module)
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
@@ -789,6 +798,8 @@ class CandidateHarness:
             "checks": self._share_checks(checks),
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
+            # what the timed calls launched (the autotuners may have chosen again): later calls compare with it
+            "launches": timed_launches[0] if timed_launches else None,
             "triton_share": triton_ms / total_ms if total_ms else None,
             "bandwidth_bytes_per_ms": self.bandwidth,
         }
@@ -1048,17 +1059,22 @@ def _same_state(a, b) -> bool:
 
 def forget_autotuning(module) -> int:
     """Clear the choices of every `@triton.autotune` kernel in a candidate's module (also under
-    `@triton.heuristics`), so their next call benchmarks the configurations again; returns how
-    many were cleared."""
+    `@triton.heuristics`, or inside a launcher that keeps compiled kernels, such as the built-in
+    policy's `_DirectLaunch`: what it kept is cleared too), so their next call benchmarks the
+    configurations again; returns how many autotuners were cleared."""
     from triton.runtime.autotuner import Autotuner
 
     cleared = 0
     for obj in list(vars(module).values()) if module is not None else []:
-        for _ in range(4):  # Heuristics -> Autotuner -> JITFunction
+        for _ in range(5):  # _DirectLaunch -> Heuristics -> Autotuner -> JITFunction
             if isinstance(obj, Autotuner):
                 obj.cache.clear()
                 cleared += 1
-            obj = getattr(obj, "fn", None)
+            kept = getattr(obj, "launches", None)
+            if type(kept) is dict and hasattr(obj, "kernel"):
+                kept.clear()
+            inner = getattr(obj, "kernel", None)
+            obj = inner if inner is not None else getattr(obj, "fn", None)
             if obj is None:
                 break
     return cleared

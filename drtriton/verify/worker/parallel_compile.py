@@ -93,12 +93,24 @@ def compile_ahead(build: Callable[[], object], inputs: list) -> str:
         return lambda *args, **kwargs: kernel.warmup(*args, grid=grid, **kwargs)
 
     def warm_only(kernel, *args, grid=None, warmup=True, **kwargs):
-        # any other way to a launch (a launcher bound in the constructor, `.run`) compiles only:
-        # a real launch on meta tensors (null pointers) would fault the CUDA context
+        # any other way to a launch (a launcher bound in the constructor, `.run`, a compiled
+        # kernel's own `run`) compiles only: a real launch on meta tensors (null pointers) would
+        # fault the CUDA context
         return run(kernel, *args, grid=grid, warmup=True, **kwargs)
+
+    try:
+        from triton.compiler.compiler import CompiledKernel
+        compiled_run = CompiledKernel.__dict__["run"]
+    except (ImportError, KeyError):  # pragma: no cover - every supported Triton has both
+        CompiledKernel = compiled_run = None
+
+    def no_launch(*args, **kwargs):
+        return None
 
     stopped = ""
     KernelInterface.__getitem__, JITFunction.run = warm_up, warm_only
+    if CompiledKernel is not None:  # a compiled kernel the module keeps and launches itself
+        CompiledKernel.run = property(lambda compiled: no_launch)
     try:
         try:  # the copy is built inside too: its constructor may bind launchers
             shadow = build()
@@ -111,4 +123,6 @@ def compile_ahead(build: Callable[[], object], inputs: list) -> str:
                 stopped = f"{type(e).__name__}: {str(e)[:200]}"
     finally:
         KernelInterface.__getitem__, JITFunction.run = launch, run
+        if CompiledKernel is not None:
+            CompiledKernel.run = compiled_run
     return stopped
