@@ -147,15 +147,16 @@ def network(path: Path, mode: str):
         for _ in range(3):
             new(*x)
             ref(*x)
-        # kernels counted where they reach the device (the policy's modules launch most of
-        # theirs directly, past JITFunction.run): the profiler's, per call
+        # launches counted where they reach the device (the policy's modules launch most of
+        # theirs directly, past JITFunction.run): the profiler's device events, per call
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             new(*x)
             torch.cuda.synchronize()
         kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
-        print(f"\n## {path.stem} ({mode}): {kernels} kernels per call (Triton's and, in mixed mode, PyTorch's)")
+        print(f"\n## {path.stem} ({mode}): {kernels} device events per call (kernels, Triton's and PyTorch's, "
+              "copies, fills)")
         print(f"candidate: {synced(new):.2f} ms synced, {host(new):.2f} ms host per call; "
               f"eager: {synced(ref):.2f} ms synced, {host(ref):.2f} ms host")
         from drtriton.cuda_graph import CUDAGraphed

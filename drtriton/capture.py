@@ -31,6 +31,8 @@ class Value:
     # dims whose size is symbolic (the batch): they take other sizes, so a size of 1 there is not
     # a broadcast; a batch traced at 1 must be indexed like any other
     symbolic: list[int] = field(default_factory=list)
+    # inputs: each symbolic dim's symbol ("s0"); dims with one symbol were traced as one size
+    symbols: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -125,13 +127,22 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
         # export would pin a leading size of 1: trace it size-obliviously, else (C++ code that
         # reads the size guards it to 1 all the same) at a batch of 2, kept where it computes
         # what the trace as it is does; a module that needs the size pinned is traced as it is
+        # Either trace must also give the module's own output shapes at its batch: treated as
+        # not 1, a batch of 1 is no longer squeezed away (`x.squeeze(0)`)
         ones = [i for i, x in enumerate(inputs) if _leading_one(x)]
+        shapes = _output_shapes(model, inputs)
         try:
             graph = _trace(model, inputs, reads, oblivious=True, batch=ones)
         except Exception:
+            graph = None
+        if graph is not None and not _gives_shapes(graph, shapes):
+            graph = None
+        if graph is None:
             try:
                 at_two = _trace(model, _batch_of_two(inputs), reads, batch=ones)
             except Exception:
+                at_two = None
+            if at_two is not None and not _gives_shapes(at_two, shapes):
                 at_two = None
     if graph is None:
         graph = _trace(model, inputs, reads)
@@ -172,6 +183,33 @@ def _same_operators(at_two: Graph, at_one: Graph) -> Graph:
                 and "sym_" not in n.target and "assert" not in n.target]
 
     return at_two if operators(at_two) == operators(at_one) else at_one
+
+
+def _output_shapes(model, inputs: list) -> list[tuple] | None:
+    """The shapes of the tensors `model(*inputs)` returns (inputs on the meta device: nothing
+    computed), None where that does not run."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    try:
+        with torch.no_grad():
+            out = model(*inputs)
+    except Exception:  # noqa: BLE001 - a forward that reads values: not judged here
+        return None
+    return [tuple(t.shape) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _gives_shapes(graph: Graph, shapes: list[tuple] | None) -> bool:
+    """Whether a trace made with symbolic batch sizes returns the module's own output shapes:
+    the same ranks, and the same sizes in every dim that is not symbolic (None: not known)."""
+    if shapes is None or len(shapes) != len(graph.outputs):
+        return True
+    for name, shape in zip(graph.outputs, shapes):
+        value = graph.values[name]
+        if len(value.shape) != len(shape) or any(a != b for d, (a, b) in enumerate(zip(value.shape, shape))
+                                                 if d not in value.symbolic):
+            return False
+    return True
 
 
 def _batch_of_two(inputs: list) -> list:
@@ -912,6 +950,7 @@ def _convert(ep) -> Graph:
             v = Value(n.name, _shape(val), _dtype(val), kind, fqn=spec.target if spec and kind != "input" else None,
                       symbolic=_symbolic(val))
             if kind == "input":
+                v.symbols = [str(val.shape[d]) for d in v.symbolic]
                 v.index = user_index
                 user_index += 1
                 inputs.append(n.name)

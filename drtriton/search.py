@@ -98,6 +98,7 @@ class SearchConfig:
     stream_chunk_lines: int = 8  # lines per text event for the built-in policy's code
     quick: bool = False  # every check quick (timed against eager only): training data, not users
     cuda_graph: bool | None = None  # full checks also time the module as a CUDA graph (None: the verifier's setting)
+    direct_launch: bool = True  # the built-in policy's modules launch through _DirectLaunch (policy/launch.py)
 
 
 def _faster(a: Verdict, b: Verdict | None) -> bool:
@@ -138,7 +139,7 @@ class Search:
         self.problem = problem
         self.verifier = verifier
         self.config = config or SearchConfig()
-        self.builtin = BuiltinPolicy(verifier.device)
+        self.builtin = BuiltinPolicy(verifier.device, direct_launch=self.config.direct_launch)
         self.models = list(policies or [])
         if not self.config.builtin and not self.models:
             raise ValueError("the built-in policy is switched off and no model policy is given")

@@ -58,13 +58,12 @@ def test_a_signature_launches_through_triton_once_then_directly(fakes):
     jit, log, _ = fakes
     launch = DirectLaunch(jit)
     x, out = torch.zeros(64), torch.zeros(64)
-    for alpha in (0.5, 2.0, 3.0):  # floats change every call: not part of the signature
-        launch[(4,)](x, out, 64, alpha, BLOCK=16, num_warps=4)
+    results = [launch[(4,)](x, out, 64, 0.5, BLOCK=16, num_warps=4) for _ in range(3)]
     assert [entry[0] for entry in log] == ["triton", "direct", "direct"]
     # the grid padded to three, the stream of the device, then every argument in order: the
     # constexpr given by keyword and the default one after the positional ones
-    assert log[1][1:] == ((4, 1, 1), "stream0", (x, out, 64, 2.0, 16, True))
-    assert log[2][3][3] == 3.0
+    assert log[1][1:] == ((4, 1, 1), "stream0", (x, out, 64, 0.5, 16, True))
+    assert results[1] is results[0]  # the compiled kernel, as Triton's path returns it
 
 
 def test_what_triton_specialises_on_takes_triton_again(fakes):
@@ -76,9 +75,23 @@ def test_what_triton_specialises_on_takes_triton_again(fakes):
     launch[(4,)](x.double(), out, 64, 1.0, BLOCK=16)  # another dtype
     launch[(4,)](x, out, 48, 1.0, BLOCK=16)  # another integer
     launch[(4,)](x, out, 64, 1.0, BLOCK=32)  # another meta-parameter
-    assert [entry[0] for entry in log] == ["triton"] * 5
+    launch[(4,)](x, out, 64, 2.0, BLOCK=16)  # another float (a constexpr may take it)
+    launch[(4,)](x, out, True, 1.0, BLOCK=16)  # True where 64 was: True and 1 compile differently
+    launch[(4,)](x, out, 64, 1.0, EVEN=16)  # a keyword of another name
+    assert [entry[0] for entry in log] == ["triton"] * 8
     launch[(4,)](x[1:], out, 64, 1.0, BLOCK=16)
     assert log[-1][0] == "direct"
+
+
+def test_what_cannot_be_part_of_a_signature_takes_triton(fakes):
+    jit, log, _ = fakes
+    launch = DirectLaunch(jit)
+    x = torch.zeros(64)
+    for _ in range(2):
+        launch[(4,)](x, x, [64], 1.0, BLOCK=16)  # an unhashable argument
+    for grid in ((4,), (4,), [4]):  # a list grid after a tuple one, for the same signature
+        launch[grid](x, x, 64, 1.0, BLOCK=16)
+    assert [entry[0] for entry in log] == ["triton", "triton", "triton", "direct", "triton"]
 
 
 def test_another_device_takes_triton_and_a_grid_function_sees_every_argument(fakes):
@@ -187,9 +200,19 @@ def test_the_recorder_sees_triton_s_launch_and_a_direct_one_alike(fakes):
         def run(self, *args, grid, warmup, **kwargs):
             pass
 
-    class Tuner:
+    class Tuner:  # times its own kernel: those launches are not the call's; another's are
+        fn = jit
+
         def _bench(self):
-            Entry().run(torch.zeros(1), 5, grid=(9,), warmup=False, BLOCK=1)
+            Entry().run(torch.zeros(1), torch.zeros(1), 5, 1.0, grid=(9,), warmup=False, BLOCK=1)
+            OtherEntry().run(torch.zeros(1), 6, grid=(3,), warmup=False)
+
+    class Other(Compiled):
+        src = type("src", (), {"fn": Interpreted()})
+
+    class OtherEntry:
+        def run(self, *args, grid, warmup, **kwargs):
+            Other().run(grid[0], 1, 1, "stream", "f", "m", None, None, None, *args)
 
     recorder = LaunchRecorder()
     for cls in (Entry, Interpreted):
@@ -201,7 +224,52 @@ def test_the_recorder_sees_triton_s_launch_and_a_direct_one_alike(fakes):
     Entry().run(x, x, 64, 1.0, grid=(2,), warmup=False, BLOCK=16)
     Compiled().run(2, 1, 1, "stream", "f", "m", None, None, None, x, x, 64, 1.0, 16)
     Entry().run(x, x, 64, 1.0, grid=(2,), warmup=True, BLOCK=16)
+    assert not recorder.benchmarked
     Tuner()._bench()
+    assert recorder.benchmarked
     Interpreted().run(x, 3, grid=(1,), warmup=False)
-    assert launch_signatures(recorder.end_call()) == ["scale_kernel[2](64,BLOCK=16)"] * 2 + ["interpreted_kernel[1](3)"]
-    assert len(launched) == 3  # the benchmarking launch ran, unrecorded
+    assert launch_signatures(recorder.end_call()) == ["scale_kernel[2](64,BLOCK=16)"] * 2 + \
+        ["interpreted_kernel[3](6)", "interpreted_kernel[1](3)"]
+    assert len(launched) == 4  # the tuned kernel's benchmarking launch ran, unrecorded
+
+
+def test_generated_modules_launch_directly_except_taught_ones():
+    """The built-in policy wraps the kernels forward launches (not a helper only kernels call)
+    in _DirectLaunch; training data asks for modules without it (launch plumbing, no kernel
+    knowledge)."""
+    from drtriton.capture import capture_module
+    from drtriton.policy.builtin import BuiltinPolicy
+    from drtriton.problem import from_source
+    from drtriton.verify.static import check_source
+
+    src = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.special.chebyshev_polynomial_t(x, 3).sum(dim=-1)
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+    problem = from_source(src, "Model", name="j0")
+    namespace: dict = {}
+    exec(src, namespace)
+    with torch.device("meta"):
+        graph = capture_module(namespace["Model"](), namespace["get_inputs"]())
+    direct = next(iter(BuiltinPolicy("cpu").candidates(problem, graph, "strict"))).source
+    plain = next(iter(BuiltinPolicy("cpu", direct_launch=False).candidates(problem, graph, "strict"))).source
+    assert direct.count("class _DirectLaunch") == 1 and "_DirectLaunch" not in plain
+    decorated = [line for line in direct.splitlines() if line == "@_DirectLaunch"]
+    assert len(decorated) == direct.count("[(") >= 1  # one per launched kernel
+    report = check_source(direct, ["ModelNew"], "Model")
+    assert report.ok, report.errors
+    assert report.kernels == ["_chebyshev_polynomial_t", "chebyshev_polynomial_t_sum_kernel"]
+    assert "@_DirectLaunch\n@triton.jit\ndef chebyshev_polynomial_t_sum_kernel" in direct
+    assert "@_DirectLaunch\n@triton.jit\ndef _chebyshev_polynomial_t" not in direct  # a helper the kernel calls

@@ -105,6 +105,47 @@ def test_a_batch_of_one_keeps_what_forward_decides_on_it_and_other_inputs_fixed(
     assert graph.values["x"].symbolic == [0] and graph.values["w"].symbolic == []
 
 
+_CALL_AT_OTHER_BATCHES = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+model = module.ModelNew()
+x, bias = torch.randn(8, 16), torch.randn(8, 16)
+assert torch.allclose(model(x, bias), torch.relu(x + bias), atol=1e-6)
+try:
+    model(x, bias[:1])
+except ValueError as e:
+    print(e)
+"""
+
+
+def test_inputs_traced_with_one_batch_size_are_called_with_one(cpu_verifier, tmp_path):
+    # traced at a batch of 1, x's batch and that of a (1, C) bias are one symbolic size: the
+    # kernel indexes them alike, so a call that broadcasts the bias raises a clear error (it read
+    # past the bias, NaN, before)
+    import os
+    import subprocess
+    import sys
+
+    cand = check(cpu_verifier, source("torch.relu(x + bias)", "torch.randn(1, 16), torch.randn(1, 16)",
+                                      args="x, bias"), [])
+    (tmp_path / "candidate.py").write_text(cand.source)
+    proc = subprocess.run([sys.executable, "-c", _CALL_AT_OTHER_BATCHES, str(tmp_path / "candidate.py")],
+                          capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "bias.shape[0] is 1, x.shape[0] is 8: this module was converted with them equal" in proc.stdout
+
+
+@pytest.mark.parametrize("expr", ["torch.relu(x.squeeze(0)) * 2", "x.squeeze(0).sum(-1)", "x.squeeze() + 1.0"])
+def test_a_batch_of_one_squeezed_away_keeps_the_module_s_shapes(cpu_verifier, expr):
+    # a batch treated as not 1 (size-obliviously, or traced at 2) is no longer squeezed away:
+    # such a trace returns other shapes than the module does, and is not taken
+    _, graph, _ = capture(source(expr, "torch.randn(1, 4, 8)"))
+    assert len(graph.values[graph.outputs[0]].shape) < 3
+    check(cpu_verifier, source(expr, "torch.randn(1, 4, 8)"), [])
+
+
 @pytest.mark.parametrize("expr", ["x * self.ct(x).mean((2, 3), keepdim=True)",
                                   "x * (self.ct(x).mean((2, 3), keepdim=True) * 0.5)"])
 def test_a_folded_reduction_of_a_batch_of_one_follows_the_batch(expr):

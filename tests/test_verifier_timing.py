@@ -163,16 +163,20 @@ def test_the_reference_worker_judges_picked_timed_calls_in_one_request(tmp_path,
     assert reply["unchecked"] == 0 and not list(tmp_path.glob("*.bin"))
 
 
-def test_after_the_autotuners_choose_again_only_the_grid_and_meta_parameters_may_change():
+def test_after_the_autotuners_choose_again_only_their_grids_and_meta_parameters_may_change():
     from drtriton.verify.verdict import same_launches, untuned
 
-    verified = ["mm_kernel[8,4](128,64,BM=64,BN=32)", "relu_kernel[4](4096,BLOCK=1024)"]
-    retuned = ["mm_kernel[4,4](128,64,BM=128,BN=32)", "relu_kernel[4](4096,BLOCK=1024)"]
-    assert untuned(retuned[0]) == "mm_kernel(128,64)" and untuned("k()") == "k()"
-    assert not same_launches(retuned, verified) and same_launches(retuned, verified, tuned_again=True)
-    other_sizes = ["mm_kernel[4,4](128,32,BM=128,BN=32)", verified[1]]
-    assert not same_launches(other_sizes, verified, tuned_again=True)
-    assert not same_launches(retuned[:1], verified, tuned_again=True)  # a launch left out
+    tuned = {"mm_kernel": ["BM", "BN"]}
+    verified = ["mm_kernel[8,4](128,64,BM=64,BN=32,EVEN=True)", "relu_kernel[4](4096,BLOCK=1024)"]
+    retuned = ["mm_kernel[4,4](128,64,BM=128,BN=32,EVEN=True)", "relu_kernel[4](4096,BLOCK=1024)"]
+    assert untuned(retuned[0], tuned) == "mm_kernel(128,64,EVEN=True)" and untuned("k()", {"k": []}) == "k()"
+    assert untuned(retuned[1], tuned) == retuned[1]  # not autotuned: as it is
+    assert not same_launches(retuned, verified) and same_launches(retuned, verified, tuned=tuned)
+    for other in (["mm_kernel[4,4](128,32,BM=128,BN=32,EVEN=True)", verified[1]],  # other sizes
+                  ["mm_kernel[4,4](128,64,BM=128,BN=32,EVEN=False)", verified[1]],  # not a tuned parameter
+                  [retuned[0], "relu_kernel[2](4096,BLOCK=2048)"],  # a kernel not tuned again
+                  retuned[:1]):  # a launch left out
+        assert not same_launches(other, verified, tuned=tuned)
 
 
 def test_launch_records_keep_no_tensors_and_copy_a_grid_list():

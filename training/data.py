@@ -75,7 +75,9 @@ def sft_pairs(programs: list[dict], verifier: Verifier | list[Verifier], teacher
             return None
         record = programs[index]
         problem = from_source(record["code"], "Model", name=record["id"])
-        config = replace(search, builtin=teacher_policies is None)
+        # the taught module without _DirectLaunch: launch plumbing (about 700 tokens a module)
+        # teaches nothing about kernels, and the verified module is the one taught
+        config = replace(search, builtin=teacher_policies is None, direct_launch=False)
         run = Search(problem, verifiers[index % len(verifiers)], config, policies=teacher_policies or [])
         for _ in run.run():
             pass

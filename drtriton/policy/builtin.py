@@ -131,11 +131,33 @@ def _chains(program: Program, first: Fragment, then: Fragment) -> bool:
     return reads_first and all(program.same_shape(n.outputs[0], last) for n in then.nodes)
 
 
+def size_guards(graph) -> list[str]:
+    """Forward's first lines where inputs were traced with one symbolic size (x's batch and that
+    of a (1, C) bias, both traced at 1; or two inputs added elementwise): the kernels index them
+    as equal, so a call where they are not (a broadcast the trace did not see) raises a clear
+    error instead of reading out of bounds."""
+    first: dict[str, tuple[str, int]] = {}
+    lines = []
+    for name in graph.inputs:
+        value = graph.values[name]
+        for dim, symbol in zip(value.symbolic, value.symbols):
+            if symbol not in first:
+                first[symbol] = (name, dim)
+                continue
+            other, other_dim = first[symbol]
+            lines += [f"if {name}.shape[{dim}] != {other}.shape[{other_dim}]:",
+                      f"    raise ValueError(f\"{name}.shape[{dim}] is {{{name}.shape[{dim}]}}, {other}.shape[{other_dim}] "
+                      f"is {{{other}.shape[{other_dim}]}}: this module was converted with them equal "
+                      f"(convert it again with inputs shaped as you call it)\")"]
+    return lines
+
+
 class BuiltinPolicy:
     name = "builtin"
 
-    def __init__(self, device: str = "cuda"):
+    def __init__(self, device: str = "cuda", direct_launch: bool = True):
         self.device = device
+        self.direct_launch = direct_launch  # modules launch through _DirectLaunch (policy/launch.py)
 
     # -- the search's view -------------------------------------------------------------------
     def cuts(self, program: Program) -> list[list[Fragment]]:
@@ -179,7 +201,7 @@ class BuiltinPolicy:
         module (a `Foreign`), or PyTorch for PYTORCH (mixed mode). Raises Unsupported when the
         plan cannot be built in this mode."""
         names = Names()
-        kernels, lines, plan, notes = [], [], [], []
+        kernels, lines, plan, notes = [], size_guards(program.graph), [], []
         policies: set[str] = set()
         pytorch_compute = False
         # nothing but views, copies and allocations: the copies and fills run in Triton
@@ -245,7 +267,7 @@ class BuiltinPolicy:
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         if program.rewrites:
             description += ". Rewritten first: " + "; ".join(program.rewrites)
-        source = assemble(problem, kernels, lines, outputs, description)
+        source = assemble(problem, kernels, lines, outputs, description, direct_launch=self.direct_launch)
         return Candidate(source, "+".join(sorted(policies)) or self.name, plan, pytorch_compute, notes)
 
     # -- a simple sweep, for callers that want whole modules directly -------------------------

@@ -6,15 +6,19 @@ time a launch, more than a small kernel runs, and a whole network at batch 1 wai
 `DirectLaunch` sends a signature's first launch through Triton as usual and keeps the compiled
 kernel it used (with the autotuner's choice); later launches with the same signature launch
 that compiled kernel directly. A signature holds everything Triton specialises on and more:
-each tensor's dtype and address modulo 16 (Triton's alignment), the exact value of every other
-argument but floats (their type), the argument count and the keyword values. Anything it cannot
-launch directly (the interpreter, `@triton.heuristics`, a configuration with a pre-hook, a grid
-that is neither a tuple nor a function, another device than the first launch's) always takes
-Triton's path.
+each tensor's dtype and address modulo 16 (Triton's alignment), the type and exact value of
+every other argument, the argument count and the keywords' names. Anything it cannot launch
+directly always takes Triton's path: the interpreter, `@triton.heuristics`, a configuration
+with a pre-hook, arguments other than tensors, numbers, strings and None, a grid that is
+neither a tuple nor a function, another device than the first launch's.
+
+A direct launch skips what Triton's path adds around the launcher: its launch hooks
+(`knobs.runtime.launch_enter_hook`, which profilers such as Proton use), `pre_run_hooks` and
+the check that the kernel's globals have not changed.
 
 The source of this class is copied into every generated module (as `_DirectLaunch`): a
-candidate is a standalone file. The verifier records launches at the compiled kernel
-(`verify.worker.guard.LaunchRecorder`), so a direct launch reads the same as Triton's own.
+candidate is a standalone file. On the GPU the verifier records launches at the compiled
+kernel (`verify.worker.guard.LaunchRecorder`), so a direct launch reads as Triton's own does.
 """
 
 from __future__ import annotations
@@ -26,17 +30,18 @@ import triton
 class DirectLaunch:
     """`kernel[grid](...)` with Triton's per-call work done once per argument signature: the
     first launch with a signature (tensor dtypes and 16-byte alignment, the other arguments'
-    values) goes through Triton, later ones launch the compiled kernel it used directly."""
+    types and values) goes through Triton, later ones launch the compiled kernel it used."""
 
     LIMIT = 256  # signatures kept per kernel: arguments that change every call go Triton's way
+    PLAIN = (int, float, bool, str, type(None))  # hashable arguments a signature holds as they are
 
     def __init__(self, kernel):
         self.kernel = kernel
         jit = kernel.fn if isinstance(kernel, triton.runtime.Autotuner) else kernel
         # the compiled function's JITFunction; None under the interpreter or heuristics
         self.jit = jit if isinstance(jit, triton.runtime.JITFunction) else None
-        # signature -> (device, compiled kernel, configuration) after its first launch, the
-        # direct launch's parts after the second, () for Triton's path every time
+        # signature -> its state: (device, compiled kernel, configuration) after the first
+        # launch; after the second, the 9 parts of a direct launch, or () for Triton's path
         self.launches = {}
 
     def __getitem__(self, grid):
@@ -44,15 +49,21 @@ class DirectLaunch:
             return self.kernel[grid]
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
-    def launch(self, grid, args, kwargs):
-        key = [len(args), *kwargs.values()]
-        for a in args:
+    def signature(self, args, kwargs):
+        """The key of a launch, or None where an argument cannot be part of one."""
+        key = [len(args), *kwargs]
+        for a in (*args, *kwargs.values()):
             if isinstance(a, torch.Tensor):
                 key += (a.dtype, a.data_ptr() % 16)
+            elif type(a) in self.PLAIN:
+                key += (type(a), a)  # True and 1 compile differently
             else:
-                key.append(float if isinstance(a, float) else a)
-        key = tuple(key)
-        entry = self.launches.get(key)
+                return None
+        return tuple(key)
+
+    def launch(self, grid, args, kwargs):
+        key = self.signature(args, kwargs)
+        entry = self.launches.get(key) if key is not None else ()
         if entry is None:  # a new signature: Triton launches, and what it launched is kept
             compiled = self.kernel[grid](*args, **kwargs)
             if len(self.launches) < self.LIMIT:
@@ -62,19 +73,19 @@ class DirectLaunch:
                 self.launches[key] = (device, compiled, getattr(self.kernel, "best_config", None))
             return compiled
         if len(entry) == 3:
-            entry = self.launches[key] = self.direct(*entry, args, kwargs, grid)
-        if entry:
-            device, current_device, current_stream, run, function, metadata, tail, names = entry
+            entry = self.launches[key] = self.direct(*entry, args, kwargs)
+        if entry and (type(grid) is tuple or callable(grid)):
+            device, current_device, current_stream, compiled, run, function, metadata, tail, names = entry
             now = current_device()
             if now == device:
-                if not isinstance(grid, tuple):
+                if type(grid) is not tuple:
                     grid = grid(dict(zip(names, args + tail)))
                 grid_x, grid_y, grid_z = (*grid, 1, 1)[:3]
                 run(grid_x, grid_y, grid_z, current_stream(now), function, metadata, None, None, None, *args, *tail)
-                return None
+                return compiled
         return self.kernel[grid](*args, **kwargs)
 
-    def direct(self, device, compiled, config, args, kwargs, grid):
+    def direct(self, device, compiled, config, args, kwargs):
         """The parts of a direct launch of `compiled` (launched first on `device` with the
         autotuner's `config`), or () where Triton must launch."""
         meta = {}
@@ -82,8 +93,11 @@ class DirectLaunch:
             if config is None or config.pre_hook is not None:
                 return ()
             meta = config.kwargs
+        # still compiling (a forward on the meta device compiling ahead): not waited for here
+        if compiled is None or hasattr(compiled, "result"):
+            return ()
         driver = triton.runtime.driver.active
-        if compiled is None or not (isinstance(grid, tuple) or callable(grid)) or driver.get_current_device() != device:
+        if driver.get_current_device() != device:
             return ()
         given = {**meta, **kwargs}
         names = list(self.jit.arg_names)
@@ -92,5 +106,5 @@ class DirectLaunch:
             return ()
         tail = tuple(given[n] if n in given else p.default for n, p in rest)
         run = compiled.run  # loads the kernel onto the device: `function` is set after it
-        return (device, driver.get_current_device, driver.get_current_stream, run, compiled.function,
+        return (device, driver.get_current_device, driver.get_current_stream, compiled, run, compiled.function,
                 compiled.packed_metadata, tail, names)

@@ -243,12 +243,14 @@ def _literal_spans(text: str) -> list[tuple[int, int]]:
 
 
 def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], outputs: list[str],
-             description: str) -> str:
+             description: str, direct_launch: bool = True) -> str:
     new_name = problem.candidate_class
     kernels = [name_common_subexpressions(k) for k in kernels]
     kernels, forward_lines = share_kernels(kernels, forward_lines)
     forward_lines = hoist_module_paths(forward_lines)
-    kernels = launch_directly(bound_tuning(kernels), forward_lines)
+    kernels = bound_tuning(kernels)
+    if direct_launch:
+        kernels = launch_directly(kernels, forward_lines)
     head, used = class_body(problem, new_name)
     tree = ast.parse(problem.source)
     # the file's own imports (aliases too: `import torch as th`), helpers and constants

@@ -90,6 +90,8 @@ _BANNED_ATTRIBUTES = {
     "f_back", "f_globals", "f_locals", "gi_frame", "_getframe", "__reduce__", "__reduce_ex__",
     "__torch_function__", "__torch_dispatch__", "_make_subclass", "as_subclass",
     "tolist", "numpy", "_C",
+    # Triton's launch internals past the point where the verifier records launches
+    "_run", "launcher_cls", "_bench", "_init_handles",
 }
 
 # torch.<dotted> uses that are banned wherever they appear (prefix match on the resolved name).

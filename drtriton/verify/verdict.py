@@ -29,26 +29,30 @@ def launched_kernel(signature: str) -> str:
 
 
 def same_launches(launches: list[str], expected: list[str], sizes_follow_data: bool = False,
-                  tuned_again: bool = False) -> bool:
+                  tuned: dict[str, list[str]] | None = None) -> bool:
     """Whether a call launched what the verified call did: the same signatures (kernels, grids,
     integer arguments), or, where forward's sizes follow the input values (x[mask], nonzero: a
     forward on fake tensors says so, or the reference's outputs changed shape between trials), the
-    same kernels in the same order, since their sizes and grids follow the data too. After the
-    autotuners chose again (`tuned_again`) a kernel may run another configuration: its grid
-    and meta-parameters may differ, nothing else (`untuned`)."""
+    same kernels in the same order, since their sizes and grids follow the data too. `tuned`:
+    the autotuned kernels that chose again since (name -> their meta-parameters): their grids
+    and those meta-parameters may differ, nothing else (`untuned`)."""
     if sizes_follow_data:
         return [launched_kernel(s) for s in launches] == [launched_kernel(s) for s in expected]
-    if tuned_again:
-        return [untuned(s) for s in launches] == [untuned(s) for s in expected]
+    if tuned:
+        return [untuned(s, tuned) for s in launches] == [untuned(s, tuned) for s in expected]
     return launches == expected
 
 
-def untuned(signature: str) -> str:
-    """A launch signature without what an autotuner's choice decides, the grid and the keyword
-    integers (meta-parameters): `name(integer arguments)`."""
+def untuned(signature: str, tuned: dict[str, list[str]]) -> str:
+    """A launch signature without what an autotuner's choice decides, for a kernel in `tuned`:
+    its grid and its meta-parameters, `name(the other arguments)`; any other kernel's as it is."""
+    name = launched_kernel(signature)
+    meta = tuned.get(name)
+    if meta is None:
+        return signature
     scalars = signature[signature.index("(") + 1:-1] if "(" in signature else ""
-    kept = [s for s in scalars.split(",") if s and "=" not in s]
-    return f"{launched_kernel(signature)}({','.join(kept)})"
+    kept = [s for s in scalars.split(",") if s and s.split("=", 1)[0] not in meta]
+    return f"{name}({','.join(kept)})"
 
 
 _HEAVY_OPS = {"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul", "linear", "einsum", "tensordot", "mv",

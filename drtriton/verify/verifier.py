@@ -654,7 +654,8 @@ class _Check:
         with self.verifier.gpu.exclusive():
             t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
         self.check_timed_outputs(t["checks"], request["trials"])
-        if t.get("launches") is not None:  # retuned: the re-checks and the graph launch what timing did
+        if t.get("launches") is not None:  # the re-checks and the graph launch what timed calls did
+            # (the same as the verified calls, except configurations autotuners chose again)
             self.launches = t["launches"]
         raw = t["timings"]
         timings = Timings(

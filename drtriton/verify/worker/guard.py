@@ -76,12 +76,15 @@ class LaunchRecorder:
     On the GPU every launch reaches the device through a compiled kernel's `run` (Triton's own
     `kernel[grid](...)` and a launch of a compiled kernel kept by the module alike, such as the
     built-in policy's `DirectLaunch`): that is where a launch is recorded, so both read the
-    same. An autotuner's benchmarking launches are not the call's. The interpreter has no
-    compiled kernels: there the outermost `kernel[grid](...)` is recorded."""
+    same. The launches of the kernel an autotuner is timing are not the call's (the call is
+    marked `benchmarked`). The interpreter has no compiled kernels: there the outermost
+    `kernel[grid](...)` is recorded, positional constexprs among the integers."""
 
     def __init__(self) -> None:
         self.depth = 0  # >0 while inside a launch entry point (autotuner benchmarking nests launches)
-        self.benchmarking = 0  # >0 while an autotuner times its configurations
+        # the kernels autotuners are timing now: their launches meanwhile are not the call's
+        self.tuning: list = []
+        self.benchmarked = False  # an autotuner timed configurations during the recorded call
         # the recorded call's launches (`launch_record`: the kernel, a fixed grid, the integer
         # arguments; no tensors kept alive), None when not recording; named by
         # `launch_signatures` after the call, outside the timed region
@@ -129,7 +132,7 @@ class LaunchRecorder:
                 recorder.depth -= 1
                 # recorded here only when no compiled kernel's launch was (the interpreter)
                 if outermost and recorder.launches is not None and not kwargs.get("warmup", False) \
-                        and not recorder.benchmarking and len(recorder.launches) == recorded:
+                        and not recorder.tuning and len(recorder.launches) == recorded:
                     recorder.launches.append(launch_record(kernel_self, args, kwargs))
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
@@ -142,19 +145,25 @@ class LaunchRecorder:
         recorder = self
 
         def bench(tuner, *args, **kwargs):
-            recorder.benchmarking += 1
+            kernel = tuner.fn
+            while hasattr(kernel, "fn") and not hasattr(kernel, "params"):  # Heuristics -> JITFunction
+                kernel = kernel.fn
+            recorder.tuning.append(kernel)
+            if recorder.launches is not None:
+                recorder.benchmarked = True
             try:
                 return original(tuner, *args, **kwargs)
             finally:
-                recorder.benchmarking -= 1
+                recorder.tuning.pop()
 
         bench.__wrapped__ = original  # type: ignore[attr-defined]
         cls._bench = bench
 
     def _wrap_compiled(self, cls) -> None:
         original = cls.__dict__.get("run")
-        if not isinstance(original, property):  # pragma: no cover - a Triton without the lazy launcher
-            return
+        if not isinstance(original, property):  # pragma: no cover - every supported Triton has it
+            # launches would go unrecorded: no check may run on such a Triton
+            raise RuntimeError("this Triton's CompiledKernel has no `run` property to record launches at")
         recorder = self
 
         def run(compiled):
@@ -162,8 +171,10 @@ class LaunchRecorder:
 
             def launch(grid_x, grid_y, grid_z, stream, function, metadata, launch_metadata, enter_hook,
                        exit_hook, *args):
-                if recorder.launches is not None and not recorder.benchmarking:
-                    recorder.launches.append(compiled_launch_record(compiled, (grid_x, grid_y, grid_z), args))
+                if recorder.launches is not None:
+                    record = compiled_launch_record(compiled, (grid_x, grid_y, grid_z), args)
+                    if not any(record[0] is kernel for kernel in recorder.tuning):
+                        recorder.launches.append(record)
                 return launcher(grid_x, grid_y, grid_z, stream, function, metadata, launch_metadata,
                                 enter_hook, exit_hook, *args)
 
@@ -175,6 +186,7 @@ class LaunchRecorder:
 
     def begin_call(self) -> None:
         self.launches = []
+        self.benchmarked = False
 
     def end_call(self) -> list[tuple]:
         """The call's launches, raw: `launch_signatures` names them."""
@@ -350,11 +362,18 @@ class PatchDetector:
             (torch.cuda.Event, "synchronize"), (torch.profiler, "profile"),
             (time, "perf_counter"), (time, "perf_counter_ns"), (time, "time"), (time, "monotonic"),
             (jit.JITFunction, "run"), (autotuner.Autotuner, "run"), (autotuner.Heuristics, "run"),
+            (autotuner.Autotuner, "_bench"),
             (sys, "audit"), (sys, "addaudithook"),
             # the verifier's randomness: seeds, which timed calls repeat inputs or are checked
             (secrets, "randbits"), (random.SystemRandom, "random"), (random.SystemRandom, "getrandbits"),
             (random, "_urandom"),
         ]
+        try:
+            from triton.compiler.compiler import CompiledKernel
+
+            pairs.append((CompiledKernel, "run"))  # where launches are recorded (a property)
+        except ImportError:  # pragma: no cover
+            pass
         try:
             from triton.runtime import interpreter
 

@@ -711,23 +711,26 @@ class CandidateHarness:
         def run_candidate(inputs):
             # no synchronize of its own: the timer synchronizes after every function it times
             out, launches = self._call_candidate(inputs, None, sync=False)
-            pending.append(launches)
+            pending.append((launches, self.recorder.benchmarked))
             return out
 
-        retune = bool(req.get("retune", True))
         follow = bool(req.get("sizes_follow_data"))
         timed_launches: list[list[str]] = []  # the first timed call's: every other must match it
+        tuned: dict[str, list[str]] = {}  # the autotuned kernels that choose again (below)
 
         def compare_launches() -> None:
-            # after the autotuners choose again, a timed call may run other configurations than
-            # the verified one (grids, meta-parameters), the same for every timed call
+            # after the autotuners choose again, a timed call may run other configurations of
+            # theirs than the verified call did (grids, meta-parameters), the same for every timed
+            # call; only the first timed call may tune (benchmarking hides the tuned kernel's launches)
             while pending:
-                launches = launch_signatures(pending.pop())
+                raw, benchmarked = pending.pop(0)
+                launches = launch_signatures(raw)
+                tuned_again = benchmarked and bool(timed_launches) and not follow
                 if not timed_launches:
                     timed_launches.append(launches)
-                if not same_launches(launches, expected, follow, tuned_again=retune) or \
+                if tuned_again or not same_launches(launches, expected, follow, tuned=tuned) or \
                         not same_launches(launches, timed_launches[0], follow):
-                    mismatched_calls.append(launches)
+                    mismatched_calls.append(launches + ["(an autotuner benchmarked again)"] * tuned_again)
 
         def run_model(model):
             def call(inputs):
@@ -759,9 +762,8 @@ class CandidateHarness:
         # the GPU alone: the first warmup call tunes again, unless the request says not to
         # (VerifyConfig.retune_before_timing: the trials' choice, which can only understate the
         # candidate's speed).
-        # (Nested launches are not counted.)
-        if retune:
-            forget_autotuning(self.candidate_module)
+        if req.get("retune", True):
+            tuned.update(forget_autotuning(self.candidate_module))
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
@@ -1057,19 +1059,22 @@ def _same_state(a, b) -> bool:
     return a == b
 
 
-def forget_autotuning(module) -> int:
+def forget_autotuning(module) -> dict[str, list[str]]:
     """Clear the choices of every `@triton.autotune` kernel in a candidate's module (also under
     `@triton.heuristics`, or inside a launcher that keeps compiled kernels, such as the built-in
     policy's `_DirectLaunch`: what it kept is cleared too), so their next call benchmarks the
-    configurations again; returns how many autotuners were cleared."""
+    configurations again. Returns the kernels cleared, by name, with the meta-parameters their
+    configurations set (what may differ in their launches afterwards)."""
     from triton.runtime.autotuner import Autotuner
 
-    cleared = 0
+    from .guard import kernel_name
+
+    cleared: dict[str, list[str]] = {}
     for obj in list(vars(module).values()) if module is not None else []:
         for _ in range(5):  # _DirectLaunch -> Heuristics -> Autotuner -> JITFunction
             if isinstance(obj, Autotuner):
                 obj.cache.clear()
-                cleared += 1
+                cleared[kernel_name(obj)] = sorted({k for c in obj.configs for k in c.kwargs})
             kept = getattr(obj, "launches", None)
             if type(kept) is dict and hasattr(obj, "kernel"):
                 kept.clear()
