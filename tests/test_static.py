@@ -52,6 +52,11 @@ REFUSED = {
                      "compiled-kernel cache"),
     "triton cache import": ("from triton.runtime.cache import get_cache_manager\nreturn x", "compiled-kernel cache"),
     "triton compiler": ("import triton.compiler\nreturn x", "Triton compiles the kernels itself"),
+    # past where the verifier records launches (a compiled kernel's `run`) or while it does not
+    "launcher": ("k = relu_kernel[(1,)](x, x, 1)\nk._run(1, 1, 1, 0, k.function, k.packed_metadata, None, None, None, x)\n"
+                 "return x", "._run"),
+    "launcher class": ("triton.runtime.driver.active.launcher_cls\nreturn x", ".launcher_cls"),
+    "benchmarking": ("relu_kernel._bench(x, config=None)\nreturn x", "._bench"),
 }
 
 
