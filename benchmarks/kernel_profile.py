@@ -1,9 +1,11 @@
 """Where a plan's time goes: the built-in policy's first plan for some KernelBench problems, run
 beside PyTorch eager under the CUDA profiler, GPU time per kernel (mean over the timed calls).
 A diagnosis tool (no verification; the bench does that): which kernel of a plan is slow, and
-against which eager kernels.
+against which eager (and, with --compile, torch.compile) kernels. Problems are KernelBench ids or
+problem files.
 
     python3 benchmarks/kernel_profile.py --kernelbench .device/kernelbench --ids 2:1,2:91 --out $OUT
+    python3 benchmarks/kernel_profile.py benchmarks/pointwise/*.py --compile
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from drtriton.capture import capture_module  # noqa: E402
 from drtriton.policy.builtin import BuiltinPolicy, first_choices  # noqa: E402
 from drtriton.policy.program import Program  # noqa: E402
-from drtriton.problem import load_kernelbench  # noqa: E402
+from drtriton.problem import load_file, load_kernelbench  # noqa: E402
 
 
 def first_plan(problem, mode: str):
@@ -73,8 +75,10 @@ def main() -> None:
     import torch
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kernelbench", type=Path, required=True)
-    ap.add_argument("--ids", required=True, help="LEVEL:ID,... e.g. 2:1,2:91")
+    ap.add_argument("files", nargs="*", type=Path, help="problem files (a Model, get_inputs, get_init_inputs)")
+    ap.add_argument("--kernelbench", type=Path)
+    ap.add_argument("--ids", default="", help="LEVEL:ID,... e.g. 2:1,2:91 (with --kernelbench)")
+    ap.add_argument("--compile", action="store_true", help="also profile torch.compile of the reference")
     ap.add_argument("--mode", default="mixed")
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--out", type=Path)
@@ -82,14 +86,16 @@ def main() -> None:
     # as the verifier's workers run: fp32 without tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    rows = []
-    for part in args.ids.split(","):
+    problems = [(path.stem, load_file(path)) for path in args.files]
+    for part in filter(None, args.ids.split(",")):
         level, pid = (int(x) for x in part.split(":"))
-        problem = load_kernelbench(args.kernelbench / f"level{level}.jsonl", ids={pid})[0]
+        problems.append((f"L{level}_{pid}", load_kernelbench(args.kernelbench / f"level{level}.jsonl", ids={pid})[0]))
+    rows = []
+    for key, problem in problems:
         ns, cand = first_plan(problem, args.mode)
         with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
             f.write(cand.source)
-        spec = importlib.util.spec_from_file_location(f"cand_{level}_{pid}", f.name)
+        spec = importlib.util.spec_from_file_location(f"cand_{key}", f.name)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
         torch.manual_seed(0)
@@ -99,15 +105,16 @@ def main() -> None:
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
         with torch.no_grad():
             err = (new(*inputs) - ref(*inputs)).abs().max().item()
-        row = {"problem": f"L{level}/{problem.name}", "plan": cand.description, "max_abs_err": err}
-        for label, fn in (("candidate", new), ("eager", ref)):
+        row = {"problem": key, "plan": cand.description, "max_abs_err": err}
+        refs = [("candidate", new), ("eager", ref)] + ([("compile", torch.compile(ref))] if args.compile else [])
+        for label, fn in refs:
             wall, per = kernel_times(fn, inputs, args.calls)
             row[label] = {"ms": round(wall, 3), "kernels": {k: round(v, 3) for k, v in per.items()}}
         rows.append(row)
         print(json.dumps(row, indent=1), flush=True)
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"L{level}_{pid}.py").write_text(cand.source)
+            (args.out / f"{key}.py").write_text(cand.source)
         del ref, new, inputs
         torch.cuda.empty_cache()
     if args.out:

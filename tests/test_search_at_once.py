@@ -83,7 +83,8 @@ def test_fragments_are_checked_at_once_and_the_plan_of_their_choices_verifies(cp
     r = s.result
     assert r.correct, r.reason
     fragments = [a.fragment for a in r.attempts if a.fragment != "whole module"]
-    assert sorted(fragments) == ["cumsum", "layer_norm, relu", "linear", "linear", "softmax"]  # each once
+    said = r.notes + [e.data.get("message", "") for e in events if e.kind == "status"]
+    assert sorted(fragments) == ["cumsum", "layer_norm, relu", "linear", "linear", "softmax"], said  # each once
     assert watching.most == 2  # two checks in flight: the verifier's two workers
     assert sorted(a.id for a in r.attempts) == list(range(1, len(r.attempts) + 1))  # ids unique
     assert [e.kind for e in events].count("candidate") == len(r.attempts)

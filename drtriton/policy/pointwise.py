@@ -2,9 +2,9 @@
 
 Every kernel template (a plain elementwise kernel, a matmul's epilogue, a reduction's prologue)
 describes where its current elements are with an `IndexSpace`; `PointwiseBlock` then emits the
-loads of the other operands (broadcast through strides: the launcher passes `t.expand(shape)`,
-whose broadcast axes have stride 0) and one line per operator, from the vocabulary's Triton
-templates.
+loads of the other operands (broadcast through strides: the kernel reads an operand's stride only
+along the dimensions it varies in, so the launcher passes the operand's own strides) and one line
+per operator, from the vocabulary's Triton templates.
 """
 
 from __future__ import annotations
@@ -194,9 +194,30 @@ class PointwiseBlock:
         return template.format(**fields)
 
     # -- launcher side -----------------------------------------------------------------------
+    def shape_source(self) -> str:
+        """The output's shape as forward computes it before the output exists: an operand's
+        shape when one has the output's (the module then works at other sizes too), else each
+        dim's size from an operand that varies along it (`torch.broadcast_shapes` costs the
+        host 13 us a call on CPU)."""
+        for v in self.operands:
+            if self.full(v):
+                return f"{self.program.expr(v)}.shape"
+        dims = []
+        for d, size in enumerate(self.shape):
+            source = next((v for v in self.operands if d in self.varying(v)), None)
+            if source is None and (size != 1 or d in self.out_symbolic):  # a size no operand gives
+                return f"torch.broadcast_shapes({', '.join(f'{self.program.expr(v)}.shape' for v in self.operands)})"
+            lead = len(self.shape) - len(self.program.values[source].shape) if source else 0
+            dims.append(f"{self.program.expr(source)}.shape[{d - lead}]" if source else "1")
+        return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+
     def launch_args(self, shape: str) -> tuple[list[str], list[str]]:
         """(lines before the launch, argument expressions) for the operands, broadcast to
-        `shape` (a forward expression such as `out.shape`)."""
+        `shape` (a forward expression such as `out.shape`). A broadcast operand goes with its
+        own strides (the kernel reads them only along the dims it varies in; `expand` costs the
+        host 1-2 us a call), 0 for the dims it lacks; one whose shape the caller decides (an
+        input, or computed from inputs) is checked first, as `expand` did: a wrong size must
+        raise, not read out of bounds."""
         prelude, args = [], []
         for v in self.operands:
             e = self.program.expr(v)
@@ -204,7 +225,19 @@ class PointwiseBlock:
             if self.full(v):
                 prelude.append(f"{local} = {e}.contiguous()")
                 args.append(local)
-            else:  # broadcast axes get stride 0
-                prelude.append(f"{local} = {e}.expand({shape})")
-                args += [local, f"*{local}.stride()"]
+                continue
+            value = self.program.values[v]
+            if not e.isidentifier():
+                prelude.append(f"{local} = {e}")
+                e = local
+            lead = len(self.shape) - len(value.shape)
+            if value.kind in ("input", "node") and value.shape:
+                varying = self.varying(v)
+                want = [f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))]
+                want_src = f"({', '.join(want)}{',' if len(want) == 1 else ''})"
+                prelude += [f"if {e}.shape != {want_src}:",
+                            f"    raise ValueError(f\"{e} has shape {{tuple({e}.shape)}}, which does not broadcast to "
+                            f"{{tuple({shape})}} as when this module was converted (convert it again with inputs "
+                            "shaped as you call it)\")"]
+            args += [e] + ["0"] * lead + ([f"*{e}.stride()"] if value.shape else [])
         return prelude, args + [self.program.expr(v) for v in self.scalars]

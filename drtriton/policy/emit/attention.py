@@ -133,7 +133,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
              "_B, _H, _L, _D = _q.shape",
              "_S, _DV = _v.shape[-2:]"]
     for o in outs:
-        lines.append(f"{o} = torch.empty((*{eq}.shape[:-1], _DV), device={eq}.device, dtype=torch.float32)")
+        lines.append(f"{o} = torch.empty(*{eq}.shape[:-1], _DV, device={eq}.device, dtype=torch.float32)")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     lines += [

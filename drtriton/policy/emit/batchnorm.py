@@ -25,7 +25,7 @@ from __future__ import annotations
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, chan_merge, require_private_prologue, stored_values
-from . import autotune, input_launch, pow2
+from . import autotune, empty, input_launch, pow2
 
 #: programs the stats kernel aims for (channel blocks x SPLIT)
 TARGET_PROGRAMS = 1024
@@ -265,8 +265,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             fargs += running + ([program.expr(nbt)] if nbt else [])
         fargs += ["_C", "_SPLIT"]
         launch.append(f"{finish}[(_cdiv(_C, 128),)]({', '.join(fargs)}, BLOCK=128)")
-    for o in outs:
-        launch.append(f"{o} = torch.empty(_xs, device={dev}, dtype=torch.float32)")
+    for o, v in zip(outs, stores):
+        launch.append(f"{o} = {empty('_xs', len(program.values[v].shape), dev, 'torch.float32')}")
     pre, eargs = epi.launch_args(f"{outs[0]}.shape")
     launch += pre
     per_channel_args = ["_scale", "_scale[1]"] if training else running + affine

@@ -486,7 +486,7 @@ def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], 
         lines.append(f"_{ax.out_size} = {size}")
     shape = (["_N"] if conv.batched else []) + [str(conv.out_channels)] + [f"_{ax.out_size}" for ax in axes]
     for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty(({', '.join(shape)}), device=_x.device, dtype={program.values[v].dtype})")
+        lines.append(f"{o} = torch.empty({', '.join(shape)}, device=_x.device, dtype={program.values[v].dtype})")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     # positions per program: the largest residue class along strided axes

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...ops.elementwise import _TL_DTYPES
 from ...ops.operator import float_source
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, flat_blocks
+from . import Emitted, Names, Unsupported, empty, flat_blocks
 from .pytorch import render_arg
 
 COPIES = {"aten.clone.default", "aten.contiguous.default", "aten.lift_fresh_copy.default"}
@@ -95,7 +95,7 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
                   *(f"    {line}" for line in flat_blocks() + body)]
         lines = [f"# {frag.label}: Triton copy",
                  f"_x = {src}",
-                 f"{out} = torch.empty(_x.shape, dtype=_x.dtype, device=_x.device)",
+                 f"{out} = {empty('_x.shape', rank, '_x.device', '_x.dtype')}",
                  f"{name}[(max(1, _cdiv({out}.numel(), {BLOCK})),)](_x, {out}, {out}.numel(), "
                  f"{'*_x.shape, *_x.stride(), ' if rank else ''}WIDE={out}.numel() > 2**30, BLOCK={BLOCK})"]
         return Emitted(["\n".join(kernel)], lines)
@@ -110,14 +110,14 @@ def emit(program: Program, frag: Fragment, names: Names) -> Emitted:
               f"    # {frag.label}: every element of out is {value!r}",
               *(f"    {line}" for line in flat_blocks()),
               f"    tl.store(out_ptr + offs, tl.full([BLOCK], {literal}, {dtype}), mask=mask)"]
-    _, empty = FILLS[node.target]
+    _, allocator = FILLS[node.target]
     skip = _fill_position(node)
     args = [render_arg(program, a) for i, a in enumerate(node.args) if i != skip]
     if node.target == "aten.scalar_tensor.default":
         args = ["[]"] + args
     args += [f"{k}={render_arg(program, v)}" for k, v in node.kwargs.items() if k not in ("fill_value", "s")]
     lines = [f"# {frag.label}: Triton fill",
-             f"{out} = torch.ops.{empty}({', '.join(args)})",
+             f"{out} = torch.ops.{allocator}({', '.join(args)})",
              f"{name}[(max(1, _cdiv({out}.numel(), {BLOCK})),)]({out}, {out}.numel(), "
              f"WIDE={out}.numel() > 2**30, BLOCK={BLOCK})"]
     return Emitted(["\n".join(kernel)], lines)

@@ -86,7 +86,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    {line}" for line in body),
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
-    ref = _shape_source(block)
+    ref = block.shape_source()
     made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
@@ -100,18 +100,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE}, "
                  f"BLOCK={block_size}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
-
-
-def _shape_source(block: PointwiseBlock) -> str:
-    """The output shape as forward computes it: from an operand of the full shape if there is
-    one (so the module works at other sizes too), else the broadcast of the operands (the
-    fragment's tensor inputs: values computed inside it do not exist in forward)."""
-    program = block.program
-    for v in block.operands:
-        if block.full(v):
-            return f"{program.expr(v)}.shape"
-    exprs = ", ".join(f"{program.expr(v)}.shape" for v in block.operands)
-    return f"torch.broadcast_shapes({exprs})"
 
 
 def _device(program: Program, frag: Fragment) -> str:

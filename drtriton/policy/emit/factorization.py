@@ -39,7 +39,7 @@ with PyTorch, the vectors themselves may differ in sign.
 from __future__ import annotations
 
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, empty
 
 OPS = {"lu_factor", "lu", "lu_unpack", "lu_solve", "det", "slogdet", "inv", "solve", "cholesky", "cholesky_solve",
        "cholesky_inverse", "solve_triangular", "triangular_solve", "eigh", "svd", "qr"}
@@ -379,7 +379,7 @@ def _prod(xs) -> int:
 
 
 def _alloc(program: Program, value: str, shape: str, dtype: str = "torch.float32") -> str:
-    return f"{program.expr(value)} = torch.empty({shape}, device=_dev, dtype={dtype})"
+    return f"{program.expr(value)} = {empty(shape, len(program.values[value].shape), '_dev', dtype)}"
 
 
 def _launch(block: str, bk: str | None = None, adj: str | None = None, sweeps: bool = False) -> str:
@@ -666,7 +666,7 @@ def _emit_svd(program, node, ins, outs, kernel):
                 lines += [_alloc(program, outs[role], f"(*_batch, {dims})"),
                           f"{flat} = {program.expr(outs[role])}.view(-1, {dims})"]
             else:  # not used: scratch the kernel writes all the same
-                lines.append(f"{flat} = torch.empty((_B, {dims}), device=_dev, dtype=torch.float32)")
+                lines.append(f"{flat} = torch.empty(_B, {dims}, device=_dev, dtype=torch.float32)")
         lines.append("_q3, _w3 = (_vh3, _u3) if _t else (_u3, _vh3)")
         kernel.matrix("q_out", "_q3", f"({_SWAPPED.format('_q3')} if _t else _q3.stride())")
         kernel.matrix("v_out", "_w3", f"(_w3.stride() if _t else {_SWAPPED.format('_w3')})")

@@ -22,7 +22,7 @@ from ...capture import Node
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import MAX_FRAGMENT_OPS, Fragment, Program
 from . import Emitted, Names, Unsupported
-from . import autotune, input_launch, pow2
+from . import autotune, empty, input_launch, pow2
 
 POINTWISE = {"mse_loss", "smooth_l1_loss", "kl_div"}
 LOSSES = POINTWISE | {"cross_entropy", "triplet_margin_loss"}
@@ -292,7 +292,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             args.append("_count")
         lines.append(f"{o} = torch.empty((), device={dev}, dtype=torch.float32)")
     else:
-        lines.append(f"{o} = torch.empty({out_shape}, device={dev}, dtype=torch.float32)")
+        lines.append(f"{o} = {empty(out_shape, len(program.values[out].shape), dev, 'torch.float32')}")
         args.append(o)
     args += sizes + (["*_xs[1:]"] if strided else [])
     lines.append(f"{name}[(_G,)]({', '.join(args)})")

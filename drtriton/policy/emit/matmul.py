@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, autotune, stored_values
+from . import Emitted, Names, Unsupported, autotune, empty, stored_values
 
 # Launch configurations the autotuner chooses from on the GPU (the first is used on the CPU).
 TILES = [
@@ -343,8 +343,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         shape_src = "(*_batch, _M, _N)"
     else:
         shape_src = f"(*{ea}.shape[:-1], _N)"
-    for o in outs:
-        lines.append(f"{o} = torch.empty({shape_src}, device={ea}.device, dtype=torch.float32)")
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = {empty(shape_src, len(program.values[v].shape), f'{ea}.device', 'torch.float32')}")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     out_args = ([program.expr(bias)] if bias else []) + args + outs
@@ -358,7 +358,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         return Emitted(kernels, lines)
     lines += [
         "_S, _KC = _split_k(_M, _N, _K, _Z, _sm_count(_a.device))  # K in _S chunks when the tiles cannot fill the GPU",
-        f"_ws = torch.empty((_S, _Z * _M * _N), device=_a.device, dtype=torch.float32) if _S > 1 else {outs[0]}",
+        f"_ws = torch.empty(_S, _Z * _M * _N, device=_a.device, dtype=torch.float32) if _S > 1 else {outs[0]}",
         f"_grid = lambda meta: ({tiles_m_n}, _Z, _S)",
         f"{name}[_grid]({', '.join(call + ['_KC', '_ws'])}, SPLIT=_S > 1)",
         "if _S > 1:",

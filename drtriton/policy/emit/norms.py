@@ -23,7 +23,7 @@ import math
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import MAX_GRID_1, WIDE, Emitted, Names, Unsupported, chan_merge, input_launch, row_blocks
-from . import require_private_prologue, stored_values
+from . import empty, require_private_prologue, stored_values
 
 NORMS = {"layer_norm", "rms_norm", "group_norm", "instance_norm"}
 #: rows up to this many elements are held in registers whole
@@ -120,8 +120,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     pre, device, xargs = input_launch(program, pro if frag.prologue else None, x)
     lines += pre
     lines.append(f"_O, _R = {_rows_source(op, first, groups)}")
-    for o in outs:
-        lines.append(f"{o} = torch.empty(_xs, device={device}, dtype=torch.float32)")
+    for o, v in zip(outs, stores):
+        lines.append(f"{o} = {empty('_xs', len(program.values[v].shape), device, 'torch.float32')}")
     wb_args = [program.expr(v) for v in ins[1:1 + len(wb_params)]]
     epi_pre, epi_args = epi.launch_args(f"{outs[0]}.shape")
     lines += epi_pre

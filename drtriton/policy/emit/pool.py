@@ -24,7 +24,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, affine, autotune, input_launch, paren, pow2, stored_values
+from . import Emitted, Names, Unsupported, affine, autotune, empty, input_launch, paren, pow2, stored_values
 
 MAX_OPS = {"max_pool1d": 1, "max_pool2d": 2, "max_pool3d": 3}
 AVG_OPS = {"avg_pool1d": 1, "avg_pool2d": 2, "avg_pool3d": 3}
@@ -147,7 +147,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             lines.append(f"_O{i} = {paren(affine(f'_I{i}', 1, 2 * p[i] - span))} // {s[i]} + 1")
     oshape = f"(*_xs[:{-n}], {', '.join(f'_O{i}' for i in range(n))})"
     for o, v in zip(outs, stores):  # each in its own dtype (the indices: int64)
-        lines.append(f"{o} = torch.empty({oshape}, device={dev}, dtype={program.values[v].dtype})")
+        lines.append(f"{o} = {empty(oshape, len(program.values[v].shape), dev, program.values[v].dtype)}")
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     if kind != "adaptive":

@@ -200,19 +200,19 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     lines = [f"# {op}: Triton, every step's inputs projected at once, then one kernel walks the sequence "
              f"per layer and direction",
              f"_seq = {seq}", "_T, _B = _seq.shape[0], _seq.shape[1]", f"_H = {hidden}",
-             f"{hy} = torch.empty(({layers * directions}, _B, _H), device=_seq.device, dtype=torch.float32)",
+             f"{hy} = torch.empty({layers * directions}, _B, _H, device=_seq.device, dtype=torch.float32)",
              *([f"{cy} = torch.empty_like({hy})"] if cy else []),
-             "_hbuf = torch.empty((2, _B, _H), device=_seq.device, dtype=torch.float32)",
+             "_hbuf = torch.empty(2, _B, _H, device=_seq.device, dtype=torch.float32)",
              "_sync = torch.zeros(2, device=_seq.device, dtype=torch.int32)  # the grid barrier's counters",
              "_programs = _sm_count(_seq.device)  # at most one program per SM: all resident for the barrier",
-             f"_gx = torch.empty((_T * _B, {gates} * _H), device=_seq.device, dtype=torch.float32)"]
+             f"_gx = torch.empty(_T * _B, {gates} * _H, device=_seq.device, dtype=torch.float32)"]
     for layer in range(layers):
         last = layer == layers - 1
         if last and a["batch_first"]:  # the output in the caller's layout, written through its strides
-            lines.append(f"_out = torch.empty((_B, _T, {directions} * _H), device=_seq.device, "
+            lines.append(f"_out = torch.empty(_B, _T, {directions} * _H, device=_seq.device, "
                          "dtype=torch.float32).transpose(0, 1)")
         else:
-            lines.append(f"_out = torch.empty((_T, _B, {directions} * _H), device=_seq.device, dtype=torch.float32)")
+            lines.append(f"_out = torch.empty(_T, _B, {directions} * _H, device=_seq.device, dtype=torch.float32)")
         for d in range(directions):
             k = layer * directions + d
             w_ih, w_hh = params[per * k], params[per * k + 1]

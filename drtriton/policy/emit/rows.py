@@ -26,7 +26,7 @@ import math
 
 from ..pointwise import Axes, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, input_launch, pow2, stored_values
+from . import Emitted, Names, Unsupported, empty, input_launch, pow2, stored_values
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std"}
 SOFTMAXES = {"softmax", "log_softmax"}
@@ -354,10 +354,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                     if keep or d not in reduced]
         out_src = f"({', '.join(dims_src)}{',' if len(dims_src) == 1 else ''})"
     for o_name, v in zip(outs, stores):  # each value in its own dtype (an epilogue's comparison: bool)
-        lines.append(f"{o_name} = torch.empty({out_src}, device={device}, dtype={program.values[v].dtype})")
+        lines.append(f"{o_name} = {empty(out_src, len(program.values[v].shape), device, program.values[v].dtype)}")
     if with_indices:
         idx = program.expr(node.outputs[1])
-        lines.append(f"{idx} = torch.empty({out_src}, device={device}, dtype=torch.int64)")
+        lines.append(f"{idx} = {empty(out_src, len(program.values[node.outputs[1]].shape), device, 'torch.int64')}")
         out_params_launch = [idx]
     else:
         out_params_launch = []

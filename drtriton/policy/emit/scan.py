@@ -18,7 +18,7 @@ from ...capture import Node
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, stored_values
-from . import autotune, input_launch, pow2
+from . import autotune, empty, input_launch, pow2
 
 SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 #: scans of (value, index) pairs: the running extreme and where it was
@@ -206,7 +206,7 @@ def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi,
     lines += pre
     lines.append(f"_O, _R, _I = math.prod(_xs[:{axis}]), _xs[{axis}], math.prod(_xs[{axis + 1}:])")
     for o, v in zip(outs, stores):
-        lines.append(f"{o} = torch.empty(_xs, device={dev}, dtype={program.values[v].dtype})")
+        lines.append(f"{o} = {empty('_xs', len(program.values[v].shape), dev, program.values[v].dtype)}")
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])

@@ -27,7 +27,7 @@ from ...ops.elementwise import _TL_DTYPES
 from ...ops.operator import float_source
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import WIDE, Emitted, Names, Unsupported, flat_blocks, stored_values
+from . import WIDE, Emitted, Names, Unsupported, empty, flat_blocks, stored_values
 from .gather import Source, _offset, _tensor
 
 BLOCK, NUM_WARPS = 1024, 4
@@ -257,7 +257,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         copy_body.append("tl.store(out_ptr + offs, tl.load(x_ptr + src, mask=mask), mask=mask)")
         kernels.append(_kernel(copy, ["x_ptr", "out_ptr", "n"] + [f"x_n{d}" for d in range(rank)] + strided,
                            "out (contiguous) = x read through its sizes and strides", copy_body))
-        lines.append(f"{out} = torch.empty({xe}.shape, device={xe}.device, dtype={dtype})")
+        lines.append(f"{out} = {empty(f'{xe}.shape', rank, f'{xe}.device', dtype)}")
         lines += _launch(copy, [xe, out, f"{out}.numel()", f"*{xe}.shape", f"*{xe}.stride()"], f"{out}.numel()",
                          f"{out}.numel() > {WIDE}")
     lines.append(f"_space = {src.out_shape}")
@@ -308,7 +308,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                                + "the epilogue", ospace.lines + finish + epilogue
                                + [f"tl.store({o}_st + offs, {values[v]}, mask=mask)" for o, v in zip(outs, targets)]))
         lines.append(f"_shape = {out}.shape")
-        lines += [f"{program.expr(o)} = torch.empty(_shape, device={out}.device, dtype={program.values[o].dtype})"
+        lines += [f"{program.expr(o)} = {empty('_shape', len(program.values[o].shape), f'{out}.device', program.values[o].dtype)}"
                   for o in targets if o != anchor_out]
         prelude, epilogue_args = block.launch_args("_shape")
         lines += prelude

@@ -33,7 +33,7 @@ there is none), as PyTorch.
 from __future__ import annotations
 
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported
+from . import Emitted, Names, Unsupported, empty
 
 OPS = {"sort", "topk", "kthvalue", "median", "nanmedian", "mode"}
 #: the longest row one program sorts (registers: an int64 key per element)
@@ -198,11 +198,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     args = ["_x"]
     if store_v:
         v = program.expr(values_out)
-        lines.append(f"{v} = torch.empty({shape}, device=_x.device, dtype=_x.dtype)")
+        lines.append(f"{v} = {empty(shape, len(program.values[values_out].shape), '_x.device', '_x.dtype')}")
         args.append(v)
     if store_i:
         ix = program.expr(index_out)
-        lines.append(f"{ix} = torch.empty({shape}, device=_x.device, dtype=torch.int64)")
+        lines.append(f"{ix} = {empty(shape, len(program.values[index_out].shape), '_x.device', 'torch.int64')}")
         args.append(ix)
     args += ["_R", "_I"] + ([str(attrs["k"])] if op in ("topk", "kthvalue") else [])
     warps = 4 if R <= 1024 else 8

@@ -1,0 +1,91 @@
+"""What a generated forward does on the host each call (issue 17): sizes go to `torch.empty` one
+by one (a torch.Size argument costs 1-2 us more), a broadcast's output shape comes from its
+operands' own sizes (`torch.broadcast_shapes` costs 13 us on CPU), and broadcast operands go to
+the kernel with their own strides, checked where the caller decides their shape (`expand` did
+both, for 1-2 us an operand). Checked on CPU: the modules verify under the Triton interpreter,
+and a wrongly shaped operand raises a clear error instead of reading out of bounds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from test_policy_pool_scan_loss import check, source  # noqa: E402
+
+from drtriton.policy.emit import empty  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,rank,sizes", [
+    ("x.shape", 2, "*x.shape"),
+    ("_xs", 3, "*_xs"),
+    ("(*_xs[:-1], _N)", 2, "*_xs[:-1], _N"),
+    ("(_B, _T, 2 * _H)", 3, "_B, _T, 2 * _H"),
+    ("(x.shape[0],)", 1, "x.shape[0]"),
+    ("()", 0, "()"),
+    ("_xs[:-1]", 0, "()"),  # a 0-d result: torch.empty() takes no sizes at all
+    ("(*_xs[:0], *_xs[1:])", 0, "()"),
+])
+def test_sizes_go_to_torch_empty_one_by_one(shape, rank, sizes):
+    assert empty(shape, rank, "x.device", "torch.float32") == f"torch.empty({sizes}, device=x.device, dtype=torch.float32)"
+
+
+def test_the_sizes_make_the_same_tensors_as_the_shape():
+    for shape in [(3, 4), (5,), ()]:
+        xs = torch.Size(shape)
+        made = eval(empty("xs", len(shape), "'cpu'", "torch.float32"), {"torch": torch, "xs": xs})
+        assert made.shape == xs and made.dtype == torch.float32
+
+
+BROADCASTS = [
+    # no operand of the output's shape: each size from an operand that varies along it
+    ("torch.maximum(a, b)", "torch.randn(4, 1, 8), torch.randn(1, 5, 1)", "a, b"),
+    ("a - b * 2.0", "torch.randn(3, 1), torch.randn(6)", "a, b"),
+    # one of the output's shape, and a bias, a column, a 0-d tensor
+    ("torch.relu(x + b)", "torch.randn(4, 16), torch.randn(16)", "x, b"),
+    ("x * b", "torch.randn(4, 6), torch.randn(4, 1)", "x, b"),
+    ("x / b", "torch.randn(3, 5), torch.tensor(2.0)", "x, b"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", BROADCASTS, ids=[c[0] for c in BROADCASTS])
+def test_broadcasts_verify_without_broadcast_shapes_or_expand(cpu_verifier, expr, inputs, args):
+    cand = check(cpu_verifier, source(expr, inputs, args=args), [])
+    forward = cand.source[cand.source.index("def forward"):]
+    assert "broadcast_shapes" not in forward and ".expand(" not in forward, forward
+
+
+_CALL_WRONGLY = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+model = module.ModelNew()
+a, b = torch.randn(4, 1, 8), torch.randn(1, 5, 1)
+assert torch.equal(model(a, b), torch.maximum(a, b))
+for a, b in [(torch.randn(4, 1, 8), torch.randn(1, 5, 3)), (torch.randn(4, 1, 8), torch.randn(5, 1))]:
+    try:
+        model(a, b)
+        print("no error")
+    except ValueError as e:
+        print(e)
+"""
+
+
+def test_an_operand_that_no_longer_broadcasts_raises_a_clear_error(cpu_verifier, tmp_path):
+    cand = check(cpu_verifier, source("torch.maximum(a, b)", "torch.randn(4, 1, 8), torch.randn(1, 5, 1)",
+                                      args="a, b"), [])
+    (tmp_path / "candidate.py").write_text(cand.source)
+    proc = subprocess.run([sys.executable, "-c", _CALL_WRONGLY, str(tmp_path / "candidate.py")],
+                          capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = proc.stdout.splitlines()
+    assert said == ["b has shape (1, 5, 3), which does not broadcast to (4, 5, 8) as when this module was "
+                    "converted (convert it again with inputs shaped as you call it)",
+                    "b has shape (5, 1), which does not broadcast to (4, 1, 8) as when this module was "
+                    "converted (convert it again with inputs shaped as you call it)"], proc.stdout
