@@ -272,8 +272,10 @@ class Search:
                     continue
                 try:
                     tasks[i] = fragment_task(program, frag, self.problem)
-                except Exception:  # a fragment we cannot pose alone: keep its first variant
-                    continue
+                except Exception as e:  # a fragment we cannot pose alone: keep its first variant
+                    note = f"{frag.label}: not checked alone ({describe_exception(e)})"
+                    self.notes.append(note)
+                    yield Event("status", {"message": note})
             todo: dict[str, int] = {}  # each fragment problem once: its first fragment
             for i, t in tasks.items():
                 if t.key not in fragment_choice:
@@ -352,13 +354,17 @@ class Search:
         if builtin:
             sub = Program(task.graph)
             sub_frags = self.builtin.cuts(sub)[0]  # the fused cut, with the anchors' folding
-            for variant in self.builtin.choices(program, frag, self.config.mode):
+            variants = self.builtin.choices(program, frag, self.config.mode)
+            unwritten = []
+            for variant in variants:
                 if self._exhausted():
+                    self.notes.append(f"{frag.label}: the search's budget ran out before its checks")
                     return chosen if chosen is not PYTORCH else planned
                 try:  # only this variant: in strict mode no fragment falls back to PyTorch
                     cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
                                                  "mixed" if variant == LIBRARY else "strict")
-                except Unsupported:
+                except Unsupported as e:
+                    unwritten.append(str(e))
                     continue
                 except Exception as e:  # a bug in one variant's template costs that variant only
                     self.notes.append(f"{frag.label}: a variant could not be written: {describe_exception(e)}")
@@ -368,6 +374,8 @@ class Search:
                     chosen, chosen_verdict = variant, verdict
                     if not self.cuda:
                         break
+            if len(unwritten) == len(variants):  # nothing to check alone: say why
+                self.notes.append(f"{frag.label}: no variant to check alone ({'; '.join(unwritten) or 'none'})")
         for policy in (self.models if self._models_per_fragment else []):
             history: list[tuple[str, Verdict]] = []
             for _ in range(self.config.rounds):  # rounds go on until this policy gets it right
