@@ -66,26 +66,33 @@ spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 model = module.ModelNew()
-a, b = torch.randn(4, 1, 8), torch.randn(1, 5, 1)
-assert torch.equal(model(a, b), torch.maximum(a, b))
-for a, b in [(torch.randn(4, 1, 8), torch.randn(1, 5, 3)), (torch.randn(4, 1, 8), torch.randn(5, 1))]:
+right, wrong = eval(sys.argv[2]), eval(sys.argv[3])
+assert torch.allclose(model(*right), eval(sys.argv[4])(*right))
+for args in wrong:
     try:
-        model(a, b)
+        model(*args)
         print("no error")
     except ValueError as e:
         print(e)
 """
 
+_AGAIN = "as when this module was converted (convert it again with inputs shaped as you call it)"
+WRONGLY = [
+    ("torch.maximum(a, b)", "torch.randn(4, 1, 8), torch.randn(1, 5, 1)",
+     "[(torch.randn(4, 1, 8), torch.randn(1, 5, 3)), (torch.randn(4, 1, 8), torch.randn(5, 1))]",
+     ["b has shape (1, 5, 3), which does not broadcast to (4, 5, 8)",
+      "b has shape (5, 1), which does not broadcast to (4, 1, 8)"]),
+    ("a / b", "torch.randn(3, 5), torch.tensor(2.0)", "[(torch.randn(3, 5), torch.randn(5))]",
+     ["b has shape (5,), which does not broadcast to (3, 5)"]),
+]
 
-def test_an_operand_that_no_longer_broadcasts_raises_a_clear_error(cpu_verifier, tmp_path):
-    cand = check(cpu_verifier, source("torch.maximum(a, b)", "torch.randn(4, 1, 8), torch.randn(1, 5, 1)",
-                                      args="a, b"), [])
+
+@pytest.mark.parametrize("expr,inputs,wrong,said", WRONGLY, ids=[c[0] for c in WRONGLY])
+def test_an_operand_that_no_longer_broadcasts_raises_a_clear_error(cpu_verifier, tmp_path, expr, inputs, wrong, said):
+    cand = check(cpu_verifier, source(expr, inputs, args="a, b"), [])
     (tmp_path / "candidate.py").write_text(cand.source)
-    proc = subprocess.run([sys.executable, "-c", _CALL_WRONGLY, str(tmp_path / "candidate.py")],
+    proc = subprocess.run([sys.executable, "-c", _CALL_WRONGLY, str(tmp_path / "candidate.py"), f"[{inputs}]", wrong,
+                           f"lambda a, b: {expr}"],
                           capture_output=True, text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    said = proc.stdout.splitlines()
-    assert said == ["b has shape (1, 5, 3), which does not broadcast to (4, 5, 8) as when this module was "
-                    "converted (convert it again with inputs shaped as you call it)",
-                    "b has shape (5, 1), which does not broadcast to (4, 1, 8) as when this module was "
-                    "converted (convert it again with inputs shaped as you call it)"], proc.stdout
+    assert proc.stdout.splitlines() == [f"{line} {_AGAIN}" for line in said], proc.stdout

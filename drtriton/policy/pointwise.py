@@ -231,7 +231,7 @@ class PointwiseBlock:
                 prelude.append(f"{local} = {e}")
                 e = local
             lead = len(self.shape) - len(value.shape)
-            if value.kind in ("input", "node") and value.shape:
+            if value.kind in ("input", "node"):
                 varying = self.varying(v)
                 want = [f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))]
                 want_src = f"({', '.join(want)}{',' if len(want) == 1 else ''})"
