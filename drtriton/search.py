@@ -273,9 +273,8 @@ class Search:
                 try:
                     tasks[i] = fragment_task(program, frag, self.problem)
                 except Exception as e:  # a fragment we cannot pose alone: keep its first variant
-                    note = f"{frag.label}: not checked alone ({describe_exception(e)})"
-                    self.notes.append(note)
-                    yield Event("status", {"message": note})
+                    # (a status line, not a note: notes are failures the editor warns about)
+                    yield Event("status", {"message": f"{frag.label}: not checked alone ({describe_exception(e)})"})
             todo: dict[str, int] = {}  # each fragment problem once: its first fragment
             for i, t in tasks.items():
                 if t.key not in fragment_choice:
@@ -358,7 +357,7 @@ class Search:
             unwritten = []
             for variant in variants:
                 if self._exhausted():
-                    self.notes.append(f"{frag.label}: the search's budget ran out before its checks")
+                    yield Event("status", {"message": f"{frag.label}: the search's budget ran out before its checks"})
                     return chosen if chosen is not PYTORCH else planned
                 try:  # only this variant: in strict mode no fragment falls back to PyTorch
                     cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
@@ -375,7 +374,8 @@ class Search:
                     if not self.cuda:
                         break
             if len(unwritten) == len(variants):  # nothing to check alone: say why
-                self.notes.append(f"{frag.label}: no variant to check alone ({'; '.join(unwritten) or 'none'})")
+                yield Event("status", {"message": f"{frag.label}: no variant to check alone "
+                                                  f"({'; '.join(unwritten) or 'none'})"})
         for policy in (self.models if self._models_per_fragment else []):
             history: list[tuple[str, Verdict]] = []
             for _ in range(self.config.rounds):  # rounds go on until this policy gets it right
