@@ -117,6 +117,37 @@ def test_a_fragment_check_that_raises_is_reported_and_the_search_goes_on(cpu_ver
     assert not any("cumsum" in a.fragment for a in r.attempts if a.fragment != "whole module")
 
 
+def test_a_fragment_left_unchecked_says_why_in_a_status_line(cpu_verifier, monkeypatch):
+    # one fragment cannot be posed alone, another has no variant to check alone: each keeps the
+    # plan's first choice, and the search says why on its status line (not as a note: the editor
+    # shows notes as warnings about failures)
+    import drtriton.search as search_module
+    from drtriton.policy.builtin import BuiltinPolicy
+
+    real_task, real_choices = search_module.fragment_task, BuiltinPolicy.choices
+    asked: list[str] = []
+
+    def task(program, frag, parent):
+        if "cumsum" in frag.label:
+            raise ZeroDivisionError("cannot pose it")
+        return real_task(program, frag, parent)
+
+    def choices(self, program, frag, mode):
+        asked.append(frag.label)  # the first plan asks first; then the fragment's own check: none
+        return [] if frag.label == "softmax" and asked.count("softmax") == 2 else real_choices(self, program, frag, mode)
+
+    monkeypatch.setattr(search_module, "fragment_task", task)
+    monkeypatch.setattr(BuiltinPolicy, "choices", choices)
+    problem = from_source(textwrap.dedent(CHAIN))
+    s, events = search(Watching(cpu_verifier, problem), problem)
+    said = [e.data["message"] for e in events if e.kind == "status"]
+    assert any(line.startswith("cumsum: not checked alone (ZeroDivisionError: cannot pose it") for line in said), said
+    assert "softmax: no variant to check alone (none)" in said, said
+    assert s.result.correct and not s.result.notes
+    checked = [a.fragment for a in s.result.attempts if a.fragment != "whole module"]
+    assert "cumsum" not in checked and "softmax" not in checked and "linear" in checked, checked
+
+
 def test_closing_the_search_cancels_its_checks_and_starts_no_new_one(cpu_verifier):
     problem = from_source(textwrap.dedent(CHAIN))
     watching = Watching(cpu_verifier, problem)
