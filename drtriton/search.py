@@ -27,7 +27,7 @@ from typing import Iterator
 
 from .capture import CaptureError
 from .errors import describe_exception
-from .threads import AST_LOCK
+from .threads import serialize_ast_parsing
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
 from .policy.emit import Unsupported
@@ -317,6 +317,7 @@ class Search:
             finally:
                 events.put(None)
 
+        serialize_ast_parsing()  # the threads write and check modules through `ast`
         for k in range(width):
             threading.Thread(target=drive, name=f"drtriton-fragment-{k}", daemon=True).start()
         running = width
@@ -361,9 +362,8 @@ class Search:
                     yield Event("status", {"message": f"{frag.label}: the search's budget ran out before its checks"})
                     return chosen if chosen is not PYTORCH else planned
                 try:  # only this variant: in strict mode no fragment falls back to PyTorch
-                    with AST_LOCK:  # (other fragments are written in other threads)
-                        cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
-                                                     "mixed" if variant == LIBRARY else "strict")
+                    cand = self.builtin.assemble(task.problem, sub, sub_frags, lambda i, f, v=variant: v,
+                                                 "mixed" if variant == LIBRARY else "strict")
                 except Unsupported as e:
                     unwritten.append(str(e))
                     continue

@@ -129,26 +129,6 @@ class Engine:
             self._verifier, self._retired = None, []
 
 
-def serialize_ast_parsing() -> None:
-    """One `ast.parse` at a time in this process. Parses in concurrent threads (the searches,
-    problem loading, the module index) can fail with "SystemError: AST constructor recursion
-    depth mismatch" (CPython gh-106905; seen here on 3.11.7). A parse holds the GIL anyway, so
-    the lock costs no parallelism."""
-    import ast
-
-    if getattr(ast.parse, "_drtriton_serialized", False):
-        return
-    lock = threading.RLock()
-    parse = ast.parse
-
-    def serialized_parse(*args, **kwargs):
-        with lock:
-            return parse(*args, **kwargs)
-
-    serialized_parse._drtriton_serialized = True
-    ast.parse = serialized_parse
-
-
 _ids = itertools.count(1)
 
 

@@ -25,9 +25,11 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
+from drtriton.threads import serialize_ast_parsing
+
 from . import inputs as example_inputs
 from .config import Settings
-from .jobs import Engine, Job, JobQueue, serialize_ast_parsing
+from .jobs import Engine, Job, JobQueue
 from .modules import DocumentIndex, ModuleClass, ModuleIndexer, normalize_for_problem
 from .report import (CANCELLED, DONE, FAILED, NO_INPUTS, PROBLEM, QUEUED, RUNNING, SYNTAX, INTERNAL,
                      Report, diagnostic, diagnostics, lens_title, markdown)

@@ -148,32 +148,37 @@ def test_a_fragment_left_unchecked_says_why_in_a_status_line(cpu_verifier, monke
     assert "cumsum" not in checked and "softmax" not in checked and "linear" in checked, checked
 
 
-def test_fragments_are_written_and_statically_checked_one_thread_at_a_time(cpu_verifier, monkeypatch):
+def test_the_fragment_threads_parse_one_at_a_time(cpu_verifier, monkeypatch):
     # Python 3.11's AST constructor is not thread-safe ("AST constructor recursion depth
-    # mismatch" when two threads parse at once: it cost a fragment's check in CI), so writing a
-    # fragment's module and the verifier's static check hold one lock
-    import drtriton.verify.verifier as verifier_module
-    from drtriton.policy.builtin import BuiltinPolicy
-    from drtriton.threads import AST_LOCK
+    # mismatch" when two threads parse at once: it cost a fragment's check in CI), and the
+    # fragment threads write modules and statically check them through `ast.parse`: the search
+    # makes every parse in the process take one lock before its threads start
+    import ast
 
-    held: list[tuple[str, bool]] = []
-    real_assemble, real_check = BuiltinPolicy.assemble, verifier_module.check_source
+    import drtriton.threads
 
-    def assemble(self, *args, **kwargs):
-        held.append(("assemble", threading.current_thread().name, AST_LOCK._is_owned()))
-        return real_assemble(self, *args, **kwargs)
+    monkeypatch.setattr(ast, "parse", ast.parse)  # restored afterwards, as the test found it
+    seen: list[bool] = []
+    real = drtriton.threads.serialize_ast_parsing
 
-    def check_source(*args, **kwargs):
-        held.append(("check", threading.current_thread().name, AST_LOCK._is_owned()))
-        return real_check(*args, **kwargs)
+    def serialize():
+        real()
+        seen.append(getattr(ast.parse, "_drtriton_serialized", False))
 
-    monkeypatch.setattr(BuiltinPolicy, "assemble", assemble)
-    monkeypatch.setattr(verifier_module, "check_source", check_source)
+    monkeypatch.setattr("drtriton.search.serialize_ast_parsing", serialize)
     problem = from_source(textwrap.dedent(CHAIN))
     s, _ = search(Watching(cpu_verifier, problem), problem)
-    assert s.result.correct
-    in_threads = [h for h in held if h[1].startswith("drtriton-fragment")]
-    assert {h[0] for h in in_threads} == {"assemble", "check"} and all(h[2] for h in in_threads), held
+    assert s.result.correct and seen and all(seen)
+    cells = ast.parse.__closure__  # the serialized parse: a lock between two threads
+    lock = next(c.cell_contents for c in cells if type(c.cell_contents).__name__ == "RLock")
+    inside: list[bool] = []
+    with lock:  # another thread's parse waits for it
+        t = threading.Thread(target=lambda: inside.append(bool(ast.parse("x = 1"))))
+        t.start()
+        t.join(0.3)
+        assert not inside
+    t.join(5)
+    assert inside == [True]
 
 
 def test_closing_the_search_cancels_its_checks_and_starts_no_new_one(cpu_verifier):

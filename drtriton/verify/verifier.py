@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from ..problem import Problem
-from ..threads import AST_LOCK
 from . import verdict as V
 from .gpus import lock_id
 from .pool import GpuLock, PoolSettings, WorkerDied, WorkerPool
@@ -385,8 +384,7 @@ class _Check:
     def run(self, source: str, candidate_class: str | None) -> None:
         v, problem = self.verdict, self.problem
         accepted = [candidate_class] if candidate_class else [problem.candidate_class, "ModelNew"]
-        with AST_LOCK:  # the search checks fragments from several threads
-            report = check_source(source, list(dict.fromkeys(accepted)), problem.class_name)
+        report = check_source(source, list(dict.fromkeys(accepted)), problem.class_name)
         if not report.ok:
             status = V.FAILED if report.errors[0].message.startswith("syntax error") else V.REJECTED
             v.reasons += [str(f) for f in report.errors]
