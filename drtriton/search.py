@@ -27,7 +27,6 @@ from typing import Iterator
 
 from .capture import CaptureError
 from .errors import describe_exception
-from .threads import serialize_ast_parsing
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
 from .policy.emit import Unsupported
@@ -37,6 +36,7 @@ from .policy.models import ModelError, ModelPolicy
 from .policy.program import MAX_FRAGMENT_OPS, VIEWS, Program
 from .problem import Problem, ProblemError
 from .prompting import build_messages, parse_reply
+from .threads import serialize_ast_parsing
 from .verify import Cancelled, Verdict, Verifier
 from .verify.verdict import FAILED
 

@@ -66,6 +66,11 @@ class IndexSpace:
         return self._declared[d]
 
 
+def tuple_source(parts: list[str]) -> str:
+    """A tuple display of expressions: `(a, b)`, `(a,)`, `()`."""
+    return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+
 def _literal(x, integral: bool = False) -> str:
     """A number written into a kernel: a float, or an integer where the result is an integer
     (a float there would make the result a float)."""
@@ -209,7 +214,7 @@ class PointwiseBlock:
                 return f"torch.broadcast_shapes({', '.join(f'{self.program.expr(v)}.shape' for v in self.operands)})"
             lead = len(self.shape) - len(self.program.values[source].shape) if source else 0
             dims.append(f"{self.program.expr(source)}.shape[{d - lead}]" if source else "1")
-        return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+        return tuple_source(dims)
 
     def launch_args(self, shape: str) -> tuple[list[str], list[str]]:
         """(lines before the launch, argument expressions) for the operands, broadcast to
@@ -234,7 +239,7 @@ class PointwiseBlock:
             lead = len(self.shape) - len(value.shape)
             varying = self.varying(v)
             want = [f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))]
-            want_src = f"({', '.join(want)}{',' if len(want) == 1 else ''})"
+            want_src = tuple_source(want)
             prelude += [f"if {e}.shape != {want_src}:",
                         f"    raise ValueError(f\"{name} has shape {{tuple({e}.shape)}} where this module reads one of "
                         f"shape {{{want_src}}} beside an output of {{tuple({shape})}} (convert it again with inputs "

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from ..pointwise import Axes, IndexSpace, PointwiseBlock
+from ..pointwise import Axes, IndexSpace, PointwiseBlock, tuple_source
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, empty, input_launch, pow2, stored_values
 
@@ -352,7 +352,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         reduced = _reduced(node.attrs, rank)
         dims_src = ["1" if d in reduced else f"{program.expr(x)}.shape[{d}]" for d in range(rank)
                     if keep or d not in reduced]
-        out_src = f"({', '.join(dims_src)}{',' if len(dims_src) == 1 else ''})"
+        out_src = tuple_source(dims_src)
     for o_name, v in zip(outs, stores):  # each value in its own dtype (an epilogue's comparison: bool)
         lines.append(f"{o_name} = {empty(out_src, len(program.values[v].shape), device, program.values[v].dtype)}")
     if with_indices:
