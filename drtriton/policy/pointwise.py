@@ -81,6 +81,102 @@ def _literal(x, integral: bool = False) -> str:
     return float_source(float(x)) if isinstance(x, (int, float)) else repr(x)
 
 
+@dataclass
+class Broadcast:
+    """Tensors broadcast to one shape, as capture saw them: the dims along which each varies (its
+    size-1 and missing dims are read with stride 0, so the kernel reads its strides only along
+    the others), the shape's sizes taken from them in forward, and the launch side that passes
+    each with its own strides after a check of its shape (`torch.broadcast_shapes` costs the
+    host 13 us a call on CPU, 50-60 us on an H200's; `expand` 1-2 us)."""
+
+    program: Program
+    shape: list[int]
+    symbolic: set[int]  # the shape's symbolic dims (the batch)
+
+    @classmethod
+    def of(cls, program: Program, values: list[str]) -> Broadcast:
+        """The shape `values` broadcast to (PyTorch's rule: aligned right, a size of 1 stretches)."""
+        rank = max((len(program.values[v].shape) for v in values), default=0)
+        shape, symbolic = [1] * rank, set()
+        for v in values:
+            sizes = program.values[v].shape
+            for d, size in enumerate(sizes):
+                if size != 1:
+                    shape[rank - len(sizes) + d] = size
+            symbolic |= aligned_symbolic(program, v, rank)
+        return cls(program, shape, symbolic)
+
+    def full(self, value: str) -> bool:
+        """A tensor of the shape itself. A fixed size of 1 where the shape's is symbolic (a weight
+        beside a batch traced at 1) is not."""
+        return (list(self.program.values[value].shape) == self.shape
+                and aligned_symbolic(self.program, value, len(self.shape)) == self.symbolic)
+
+    def varying(self, value: str) -> list[int]:
+        """The dims of the shape along which `value` changes (a symbolic size of 1 is the batch
+        traced at 1, so it changes)."""
+        vs = list(self.program.values[value].shape)
+        lead, sym = len(self.shape) - len(vs), aligned_symbolic(self.program, value, len(self.shape))
+        return [d for d in range(len(self.shape)) if d >= lead and (vs[d - lead] != 1 or d in sym)
+                and (self.shape[d] != 1 or d in self.symbolic)]
+
+    def stretchable(self, value: str) -> list[int]:
+        """The dims where `value` had a symbolic size of 1 at capture beside a larger size of the
+        shape: a size that may stay 1 and broadcast (j of (1, 4) beside i of (9, 1) as index_put
+        traces them, each with a symbolic lead) or may be the shape's. Only the call tells. (A
+        batch traced at 1 has the shape's size 1 too: the same symbol, checked as any size.)"""
+        sizes = self.program.values[value].shape
+        lead = len(self.shape) - len(sizes)
+        return [d for d in self.varying(value) if sizes[d - lead] == 1 and self.shape[d] != 1]
+
+    def shape_source(self, values: list[str]) -> str:
+        """The shape as forward computes it from `values`: one's shape when it has the shape (the
+        module then works at other sizes too), else each dim's size from a value that varies
+        along it."""
+        for v in values:
+            if self.full(v):
+                return f"{self.program.expr(v)}.shape"
+        dims = []
+        for d, size in enumerate(self.shape):
+            source = next((v for v in values if d in self.varying(v) and d not in self.stretchable(v)), None)
+            if source is None and (size != 1 or d in self.symbolic):  # a size no value gives
+                return f"torch.broadcast_shapes({', '.join(f'{self.program.expr(v)}.shape' for v in values)})"
+            lead = len(self.shape) - len(self.program.values[source].shape) if source else 0
+            dims.append(f"{self.program.expr(source)}.shape[{d - lead}]" if source else "1")
+        return tuple_source(dims)
+
+    def strided_args(self, value: str, shape: str, local: str, expr: str | None = None,
+                     beside: str = "an output") -> tuple[list[str], list[str]]:
+        """(forward lines, kernel arguments) passing `value` with its own strides, one per dim of
+        the shape (0 for the dims it lacks), after a check of its shape against `shape` (a
+        forward expression of the broadcast shape): a call at other sizes than the module was
+        converted for must raise, not read out of bounds (a parameter beside a wider input).
+        `local`: a name for it in forward when its expression (`expr`, else the program's) is not
+        a plain name; `beside`: what has the broadcast shape, in the message."""
+        e = expr or self.program.expr(value)
+        name = e.replace('"', "'").replace("{", "{{").replace("}", "}}")  # inside an f-string
+        lines = []
+        if not e.isidentifier():
+            lines.append(f"{local} = {e}")
+            e = local
+        if self.stretchable(value):  # `expand` gives a size that stays 1 stride 0, and checks the rest
+            return lines, [f"{e}.expand({shape})", f"*{e}.expand({shape}).stride()"]
+        sizes = self.program.values[value].shape
+        lead, varying = len(self.shape) - len(sizes), self.varying(value)
+        want = tuple_source([f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))])
+        lines += [f"if {e}.shape != {want}:",
+                  f"    raise ValueError(f\"{name} has shape {{tuple({e}.shape)}} where this module reads one of "
+                  f"shape {{{want}}} beside {beside} of {{tuple({shape})}} (convert it again with inputs "
+                  "shaped as you call it)\")"]
+        return lines, [e] + ["0"] * lead + ([f"*{e}.stride()"] if sizes else [])
+
+
+def aligned_symbolic(program: Program, value: str, rank: int) -> set[int]:
+    """A value's symbolic dims as dims of a shape of `rank` it broadcasts to (aligned right)."""
+    v = program.values[value]
+    return {rank - len(v.shape) + d for d in v.symbolic}
+
+
 class PointwiseBlock:
     """A chain (a small DAG) of elementwise nodes over one output shape."""
 
@@ -106,8 +202,9 @@ class PointwiseBlock:
                     self.scalars.append(v)
         # the output's symbolic dims (the batch), from every value the block computes or reads
         # (aligned right: each broadcasts to the output)
-        self.out_symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
-                         for d in self._aligned(v)}
+        symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
+                    for d in aligned_symbolic(program, v, len(self.shape))}
+        self.broadcast = Broadcast(program, self.shape, symbolic)
         # kernel-side names of the operands: readable, and clear of the template's own
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
@@ -121,24 +218,13 @@ class PointwiseBlock:
             self.local[v] = name
 
     # -- kernel side -------------------------------------------------------------------------
-    def _aligned(self, value: str) -> set[int]:
-        """A value's symbolic dims as dims of the output (aligned right)."""
-        v = self.program.values[value]
-        return {len(self.shape) - len(v.shape) + d for d in v.symbolic}
-
     def full(self, value: str) -> bool:
-        """An operand of the output's own shape: read at the flat offset, no index math. A fixed
-        size of 1 where the output's is symbolic (a weight beside a batch traced at 1) is not."""
-        return list(self.program.values[value].shape) == self.shape and self._aligned(value) == self.out_symbolic
+        """An operand of the output's own shape: read at the flat offset, no index math."""
+        return self.broadcast.full(value)
 
     def varying(self, value: str) -> list[int]:
-        """The output dimensions along which a broadcast operand changes (as at capture: its
-        size-1 and missing dimensions are broadcast, stride 0, and skipped; a symbolic size of 1
-        is the batch traced at 1, so it changes)."""
-        vs = list(self.program.values[value].shape)
-        lead, sym = len(self.shape) - len(vs), self._aligned(value)
-        return [d for d in range(len(self.shape)) if d >= lead and (vs[d - lead] != 1 or d in sym)
-                and (self.shape[d] != 1 or d in self.out_symbolic)]
+        """The output dimensions along which a broadcast operand changes."""
+        return self.broadcast.varying(value)
 
     def params(self) -> list[str]:
         out = []
@@ -200,49 +286,21 @@ class PointwiseBlock:
 
     # -- launcher side -----------------------------------------------------------------------
     def shape_source(self) -> str:
-        """The output's shape as forward computes it before the output exists: an operand's
-        shape when one has the output's (the module then works at other sizes too), else each
-        dim's size from an operand that varies along it (`torch.broadcast_shapes` costs the
-        host 13 us a call on CPU)."""
-        for v in self.operands:
-            if self.full(v):
-                return f"{self.program.expr(v)}.shape"
-        dims = []
-        for d, size in enumerate(self.shape):
-            source = next((v for v in self.operands if d in self.varying(v)), None)
-            if source is None and (size != 1 or d in self.out_symbolic):  # a size no operand gives
-                return f"torch.broadcast_shapes({', '.join(f'{self.program.expr(v)}.shape' for v in self.operands)})"
-            lead = len(self.shape) - len(self.program.values[source].shape) if source else 0
-            dims.append(f"{self.program.expr(source)}.shape[{d - lead}]" if source else "1")
-        return tuple_source(dims)
+        """The output's shape as forward computes it from the operands, before the output exists."""
+        return self.broadcast.shape_source(self.operands)
 
     def launch_args(self, shape: str) -> tuple[list[str], list[str]]:
         """(lines before the launch, argument expressions) for the operands, broadcast to
-        `shape` (a forward expression such as `out.shape`). A broadcast operand goes with its
-        own strides (the kernel reads them only along the dims it varies in; `expand` costs the
-        host 1-2 us a call), 0 for the dims it lacks, after a check of its shape against the
-        output's (0.2-0.5 us; `expand` checked too): a call at other sizes than the module was
-        converted for must raise, not read out of bounds (a parameter beside a wider input)."""
+        `shape` (a forward expression such as `out.shape`): one of the output's shape made
+        contiguous, the others with their own strides after a check of their shapes."""
         prelude, args = [], []
         for v in self.operands:
-            e = self.program.expr(v)
             local = f"_{self.local[v]}"
             if self.full(v):
-                prelude.append(f"{local} = {e}.contiguous()")
+                prelude.append(f"{local} = {self.program.expr(v)}.contiguous()")
                 args.append(local)
                 continue
-            # how the message names it (inside an f-string of the generated code)
-            value, name = self.program.values[v], e.replace('"', "'").replace("{", "{{").replace("}", "}}")
-            if not e.isidentifier():
-                prelude.append(f"{local} = {e}")
-                e = local
-            lead = len(self.shape) - len(value.shape)
-            varying = self.varying(v)
-            want = [f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))]
-            want_src = tuple_source(want)
-            prelude += [f"if {e}.shape != {want_src}:",
-                        f"    raise ValueError(f\"{name} has shape {{tuple({e}.shape)}} where this module reads one of "
-                        f"shape {{{want_src}}} beside an output of {{tuple({shape})}} (convert it again with inputs "
-                        "shaped as you call it)\")"]
-            args += [e] + ["0"] * lead + ([f"*{e}.stride()"] if value.shape else [])
+            lines, strided = self.broadcast.strided_args(v, shape, local)
+            prelude += lines
+            args += strided
         return prelude, args + [self.program.expr(v) for v in self.scalars]

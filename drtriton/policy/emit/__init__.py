@@ -205,7 +205,6 @@ def input_launch(program, prologue, x: str, scalar: bool = False) -> tuple[list[
     read as one element of shape (1,) (the prologue's operands expanded to it)."""
     if prologue is None:
         return [f"_x = {program.expr(x)}.contiguous()", "_xs = _x.shape"], "_x.device", ["_x"]
-    shapes = ", ".join(f"{program.expr(v)}.shape" for v in prologue.operands)
-    lines = ["_xs = (1,)  # 0-d operands: one element"] if scalar else [f"_xs = torch.broadcast_shapes({shapes})"]
+    lines = ["_xs = (1,)  # 0-d operands: one element"] if scalar else [f"_xs = {prologue.shape_source()}"]
     pre, args = prologue.launch_args("_xs")
     return lines + pre, f"{program.expr(prologue.operands[0])}.device", args

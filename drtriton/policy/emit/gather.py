@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..pointwise import IndexSpace, PointwiseBlock
+from ..pointwise import Broadcast, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, stored_values
 
@@ -35,6 +35,7 @@ class Source:
     lines: list[str] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
     out_shape: str = ""
+    prelude: list[str] = field(default_factory=list)  # forward lines before the output shape
 
 
 def _tensor(src: Source, name: str, expr: str, rank: int) -> list[str]:
@@ -47,6 +48,23 @@ def _tensor(src: Source, name: str, expr: str, rank: int) -> list[str]:
 def _offset(terms: list[tuple[str, str]]) -> str:
     # no terms (a 0-d index): one element for every lane, a block like the mask
     return " + ".join(f"{i} * {s}" for i, s in terms) or "offs * 0"
+
+
+def index_tensors(program: Program, src: Source, values: list[str], space: IndexSpace, first: int) -> list[str]:
+    """x[i, j]'s index tensors, broadcast together (PyTorch's rule) into output dims `first`...:
+    in forward, their broadcast shape `_ishape` taken from their sizes and a check of each one's
+    shape; in the kernel, each read through its own strides along the dims it varies in. Returns
+    the offset at which the kernel reads each (as `i{k}_ptr`)."""
+    bc = Broadcast.of(program, values)
+    src.prelude.append(f"_ishape = {bc.shape_source(values)}")
+    positions = []
+    for k, v in enumerate(values):
+        lines, args = bc.strided_args(v, "_ishape", f"_i{k}", program.tensor_expr(v), "indices broadcast to a shape")
+        src.prelude += lines
+        src.params += [f"i{k}_ptr"] + [f"i{k}_s{e}" for e in range(len(bc.shape))]
+        src.args += args
+        positions.append(_offset([(space.index(first + e), f"i{k}_s{e}") for e in bc.varying(v)]))
+    return positions
 
 
 def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
@@ -139,31 +157,26 @@ def _advanced(program: Program, node, space: IndexSpace) -> Source:
     x_rank = len(program.values[x].shape)
     entries = node.args[1] + [None] * (x_rank - len(node.args[1]))
     indexed = [d for d, e in enumerate(entries) if e is not None]
-    index_exprs = [program.tensor_expr(entries[d]["value"]) for d in indexed]
     b = max(len(program.values[entries[d]["value"]].shape) for d in indexed)
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
     first = indexed[0] if adjacent else 0  # where the broadcast dims stand in the output
     xs = _tensor(src, "x", xe, x_rank)
     src.params += [f"x_n{d}" for d in indexed]
     src.args += [f"{xe}.shape[{d}]" for d in indexed]
-    shape = f"torch.broadcast_shapes({', '.join(f'{e}.shape' for e in index_exprs)})"
-    bdims = [space.index(first + e) for e in range(b)]
+    positions = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
     rest = iter(d for d in range(len(space.sizes) + 1) if not first <= d < first + b)  # output dims of x's axes
     terms = []
     for d in range(x_rank):
         if d in indexed:
             k = indexed.index(d)
-            src.params += [f"i{k}_ptr"] + [f"i{k}_s{e}" for e in range(b)]
-            src.args += [f"{index_exprs[k]}.expand({shape})", f"*{index_exprs[k]}.expand({shape}).stride()"]
-            pos = _offset([(bdims[e], f"i{k}_s{e}") for e in range(b)])
-            src.lines += [f"at{k} = tl.load(i{k}_ptr + {pos}, mask=mask, other=0)",
+            src.lines += [f"at{k} = tl.load(i{k}_ptr + {positions[k]}, mask=mask, other=0)",
                           f"at{k} = tl.where(at{k} < 0, at{k} + x_n{d}, at{k})"]
             terms.append((f"at{k}", xs[d]))
         else:
             terms.append((space.index(next(rest)), xs[d]))
     src.lines.append(f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask, other=0)")
     kept = [f"{xe}.shape[{d}]" for d in range(x_rank) if d not in indexed]
-    out = kept[:first] + [f"*{shape}"] + kept[first:]
+    out = kept[:first] + ["*_ishape"] + kept[first:]
     src.out_shape = "[" + ", ".join(out) + "]"
     return src
 
@@ -273,7 +286,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     ]
     device_expr = f"{program.expr(program.inputs_of(node)[0])}.device"
     made, epilogue_args, size_args = allocate_outputs(program, outs, stores, "_shape", device_expr, block, rank)
-    lines = [f"# {frag.label}: Triton, one kernel", f"_shape = {src.out_shape}"] + made
+    lines = [f"# {frag.label}: Triton, one kernel", *src.prelude, f"_shape = {src.out_shape}"] + made
     grid = "lambda meta: (_cdiv(_n, meta['BLOCK']),)"
     lines.append(f"{name}[{grid}]({', '.join(src.args + epilogue_args + outs + ['_n'] + size_args)}, "
                  f"WIDE=_n > {WIDE})")

@@ -28,7 +28,7 @@ from ...ops.operator import float_source
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import WIDE, Emitted, Names, Unsupported, empty, flat_blocks, stored_values
-from .gather import Source, _offset, _tensor
+from .gather import Source, _offset, _tensor, index_tensors
 
 BLOCK, NUM_WARPS = 1024, 4
 _TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
@@ -143,26 +143,21 @@ def _index_put(program: Program, node, space: IndexSpace, rank: int, dtype: str)
     x_rank = len(program.values[x].shape)
     entries = list(node.args[1]) + [None] * (x_rank - len(node.args[1]))
     indexed = [d for d, e in enumerate(entries) if e is not None]
-    index_exprs = [program.expr(entries[d]["value"]) for d in indexed]
     b = max(len(program.values[entries[d]["value"]].shape) for d in indexed)
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
     first = indexed[0] if adjacent else 0
-    shape = f"torch.broadcast_shapes({', '.join(f'{e}.shape' for e in index_exprs)})"
     kept = [f"{xe}.shape[{d}]" for d in range(x_rank) if d not in indexed]
-    src.out_shape = "[" + ", ".join(kept[:first] + [f"*{shape}"] + kept[first:]) + "]"
+    src.out_shape = "[" + ", ".join(kept[:first] + ["*_ishape"] + kept[first:]) + "]"
     src.params += [f"x_n{d}" for d in indexed]
     src.args += [f"{xe}.shape[{d}]" for d in indexed]
-    bdims = [space.index(first + e) for e in range(b)]
+    positions = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
     rest = iter(d for d in range(rank) if not first <= d < first + b)
     src.lines.append("ok = mask")
     terms = []
     for d in range(x_rank):
         if d in indexed:
             k = indexed.index(d)
-            src.params += [f"i{k}_ptr"] + [f"i{k}_s{e}" for e in range(b)]
-            src.args += [f"{index_exprs[k]}.expand({shape})", f"*{index_exprs[k]}.expand({shape}).stride()"]
-            pos = _offset([(bdims[e], f"i{k}_s{e}") for e in range(b)])
-            src.lines.append(f"at{k} = tl.load(i{k}_ptr + {pos}, mask=mask, other=0).to(tl.int64)")
+            src.lines.append(f"at{k} = tl.load(i{k}_ptr + {positions[k]}, mask=mask, other=0).to(tl.int64)")
             _wrapped(src, f"at{k}", f"x_n{d}")
             terms.append((f"at{k}", f"out_s{d}"))
         else:
@@ -260,6 +255,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         lines.append(f"{out} = {empty(f'{xe}.shape', rank, f'{xe}.device', dtype)}")
         lines += _launch(copy, [xe, out, f"{out}.numel()", f"*{xe}.shape", f"*{xe}.stride()"], f"{out}.numel()",
                          f"{out}.numel() > {WIDE}")
+    lines += src.prelude
     lines.append(f"_space = {src.out_shape}")
     lines.append("_n = math.prod(_space)")
     out_params = ["out_ptr"] + [f"out_s{d}" for d in range(rank)]
