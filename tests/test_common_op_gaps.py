@@ -17,7 +17,9 @@ the Triton interpreter. Each case failed before its fix:
   later Bessel J0/J1/Y0/Y1 (evaluated in float64), K0/K1 scaled or not, spherical j0, and angle;
 - pow with a number as the base (logspace, `2.0 ** x`): pow_tensor with the number in the base's place;
 - addbmm: lowered to bmm, a sum over the batch and the scaled add;
-- bucketize: a vocabulary indexing record, a binary search per element in the gather template.
+- bucketize: a vocabulary indexing record, a binary search per element in the gather template;
+- integer division (`i // 3`, rounding modes, circular padding): prims.div on integers had no
+  vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers).
 """
 
 from __future__ import annotations
@@ -109,6 +111,13 @@ CASES = [
     ("torch.igamma(x, x.flip(0)) + torch.igammac(x.flip(-1), x)",
      "torch.tensor([[0.0, 1.0, 2.0, float('inf'), -1.0, 3.0], [2.0, 0.0, float('inf'), 5.0, 1.0, float('nan')]])",
      "igamma"),
+    # integer division (prims.div truncates on integers): floor division by a number and by a
+    # tensor of both signs, rounding_mode="trunc", and circular padding's index arithmetic
+    ("(x // 3) * 10 + torch.div(x, -4, rounding_mode='trunc')", "torch.randint(-50, 50, (4, 9))", "div_trunc"),
+    ("torch.div(x, x.flip(0).abs() + 1, rounding_mode='floor') - x // (x.abs() + 2)",
+     "torch.randint(-1000, 1000, (5, 6))", "div_trunc"),
+    ("F.pad(x, (2, 1), mode='circular') * 2.0", "torch.randn(2, 3, 5)", "div_trunc"),
+    ("F.pad(x, (1, 2, 2, 1), mode='circular')", "torch.randn(2, 3, 5, 4)", "div_trunc"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

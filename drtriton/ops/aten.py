@@ -746,11 +746,14 @@ def _index_put(node, values):
 # namesakes, with plain positional arguments (a number may stand for a tensor).
 
 def _prims_div(node, values):
-    """prims.div truncates on integers: only floating-point results are the vocabulary's div."""
+    """prims.div: true division for floating-point results (the vocabulary's div), truncation
+    toward zero for integer ones (div_trunc: what `i // 3` and rounding modes lower to)."""
     out = values.get(node.outputs[0])
-    if out is None or "float" not in out.dtype:
-        return None
-    return _arith("div", "div_scalar")(node, values)
+    if out is not None and "float" in out.dtype:
+        return _arith("div", "div_scalar")(node, values)
+    if out is not None and "int" in out.dtype:
+        return _tensor_and_number("div_trunc")(node, values)
+    return None
 
 
 def _prims_pow(node, values):

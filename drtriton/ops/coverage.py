@@ -77,6 +77,11 @@ def choose(candidates: list[str], args: tuple, kwargs: dict) -> str:
     tensors = [a for a in args if _is_tensor(a)]
     scalar = any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)
     pick = set(candidates)
+    if "div_trunc" in pick:  # torch.div(x, y, rounding_mode="trunc"); "floor" is PyTorch's (not ours)
+        if kwargs.get("rounding_mode") == "trunc":
+            return "div_trunc"
+        candidates = [c for c in candidates if c != "div_trunc"]
+        pick.discard("div_trunc")
     if {"add", "add_scalar"} & pick or {"mul", "mul_scalar"} & pick or {"div", "div_scalar"} & pick:
         scalar_form = [c for c in candidates if c.endswith("_scalar")]
         tensor_form = [c for c in candidates if not c.endswith("_scalar")]

@@ -10,6 +10,7 @@ about 1e-6 relative.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -615,6 +616,25 @@ MORE_BINARY = (
     _binary("logaddexp", "torch.logaddexp({x}, {y})",
             "tl.maximum({x}, {y}) + " + log1p("tl.exp(-tl.abs({x} - {y}))"), "log(e^x + e^y), broadcasting",
             commutative=True, fns=("torch.logaddexp",), methods=("logaddexp",)),
+)
+
+# prims.div on integers truncates toward zero: `i // 3`, torch.div(..., rounding_mode=...) and
+# circular padding's index arithmetic lower to it (floor division adds a correction after). Triton's
+# // on signed integers is C's truncating division; on floats, x / y truncated (as PyTorch's
+# rounding_mode="trunc"). One helper for both dtypes: its branch is decided when it compiles.
+_DIV_TRUNC = """@triton.jit
+def _div_trunc(x, y):
+    if x.dtype.is_floating():
+        q = x / y
+        return tl.where(q >= 0.0, tl.floor(q), tl.ceil(q))
+    else:
+        return x // y"""
+MORE_BINARY += (
+    dataclasses.replace(
+        _binary("div_trunc", "torch.div({x}, {y}, rounding_mode='trunc')", "_div_trunc({x}, {y})",
+                "x / y rounded toward zero (integers: exact), broadcasting", other_domain="positive",
+                fns=("torch.div", "torch.divide"), methods=("div",)),
+        triton_helpers=(_DIV_TRUNC,), drawn=False),
 )
 
 # Comparisons, logic, selection and casts: boolean (or retyped) results, as masks are made in
