@@ -6,9 +6,11 @@ policy through the search, on the CPU (Triton interpreter), in strict and in mix
     python benchmarks/opinfo.py --limit 40 --out /tmp/opinfo.md      # the first 40
     python benchmarks/opinfo.py --only add,gather,rsqrt --out -      # some, to stdout
 
-Needs `expecttest` (OpInfo's module imports it). An operator is left out, with the reason, when
-it has no float32 CPU support, no public callable (`torch.X`, `torch.nn.functional.X`,
-`torch.special.X`, `torch.linalg.X`, `torch.fft.X`, or a Tensor method), a sample that cannot be
+Needs `expecttest` (OpInfo's module imports it). An operator is called as OpInfo calls it: through
+its public callable (`torch.X`, `torch.nn.functional.X`, `torch.special.X`, `torch.linalg.X`,
+`torch.fft.X`, or a Tensor method), or through OpInfo's own lambda written into the problem file
+(`where`, `einsum`, `scaled_dot_product_attention`, dtype casts: it orders the arguments). It is
+left out, with the reason, when it has no float32 CPU support, neither, a sample that cannot be
 written as a problem file, an output that is not tensors, or random output.
 
 The percentages count only what PyTorch's own compiler handles: a problem is counted when
@@ -22,10 +24,14 @@ torch.compile cannot compile (listed with its reason and what the converter does
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import hashlib
 import importlib
 import json
+import linecache
 import os
+import re
 import select
 import signal
 import subprocess
@@ -73,6 +79,53 @@ def callable_expr(name: str) -> tuple[str, bool] | None:
     return None
 
 
+#: names a lambda from OpInfo's module may use and still be written into a problem file as it is
+_LAMBDA_NAMES = {"torch"} | set(dir(builtins))
+
+
+def lambda_source(fn) -> str | None:
+    """OpInfo's `op` when it is a lambda (`lambda self, condition, other: torch.where(condition,
+    self, other)`): its source text, read from its file (the longest run from the `lambda` on its
+    first line that parses as a lambda of the same parameters), or None where it cannot be
+    written into a problem file (no source, or names from OpInfo's module besides torch)."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)[code.co_firstlineno - 1:code.co_firstlineno + 15]
+    if not lines:
+        return None
+    text = "".join(lines)
+    params = list(code.co_varnames[:code.co_argcount])
+    ends = [i for i, ch in enumerate(text) if ch in ",)]}\n"] + [len(text)]
+    found = None
+    for start in (i for i in range(len(text)) if text.startswith("lambda", i) and i < len(lines[0])):
+        for end in ends:
+            if end <= start:
+                continue
+            try:
+                tree = ast.parse(text[start:end].replace("\n", " "), mode="eval").body
+            except SyntaxError:
+                continue
+            if isinstance(tree, ast.Lambda) and [a.arg for a in tree.args.args] == params:
+                found = text[start:end].replace("\n", " ")
+    if found is None:
+        return None
+    tree = _Unseeded().visit(ast.parse(found, mode="eval")).body
+    bound = {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda)
+             for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs, n.args.vararg, n.args.kwarg] if a}
+    free = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - bound
+    return ast.unparse(tree) if free <= _LAMBDA_NAMES else None
+
+
+class _Unseeded(ast.NodeTransformer):
+    """`wrapper_set_seed(f, *args)` -> `f(*args)`: OpInfo seeds random operators to compare two
+    runs; the operator is `f` (and a random one is then left out as random)."""
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "wrapper_set_seed" and node.args:
+            return ast.Call(func=node.args[0], args=node.args[1:], keywords=node.keywords)
+        return node
+
+
 class Writer:
     """Turns a sample's values into forward arguments (tensors) and literals (the rest)."""
 
@@ -99,7 +152,9 @@ class Writer:
         if t.is_complex() or t.is_sparse or t.numel() > MAX_LITERAL:
             raise ValueError(f"a {'complex' if t.is_complex() else 'large' if t.numel() > MAX_LITERAL else 'sparse'} tensor")
         shape = tuple(t.shape)
-        values = f"torch.tensor({t.reshape(-1).tolist()!r}, dtype={t.dtype}).reshape({shape!r})"
+        # a NaN or an infinity reads back as a name: written as float('nan'), float('inf')
+        listed = re.sub(r"\b(nan|inf)\b", r"float('\1')", repr(t.reshape(-1).tolist()))
+        values = f"torch.tensor({listed}, dtype={t.dtype}).reshape({shape!r})"
         if t.is_floating_point():  # the sample's values (its domain), moved a little every trial
             values = f"({values} + 0.01 * torch.randn({shape!r}, dtype={t.dtype}))"
         self.inputs.append(values)
@@ -123,11 +178,19 @@ MAX_SAMPLES = 20
 def make_problem(op) -> str:
     """The problem file of the operator's first CPU float32 sample whose tensors all have
     elements (several operators' first sample is empty: nothing to compute) and are small
-    enough to write out."""
-    found = callable_expr(op.name)
-    if found is None:
-        raise ValueError("no public callable")
-    expr, method = found
+    enough to write out. Called as OpInfo calls it: a lambda of OpInfo's is written into the
+    file (it puts the arguments in the operator's order), else the public callable."""
+    if getattr(op.op, "__name__", "") == "<lambda>":
+        source = lambda_source(op.op)
+        if source is None:
+            raise ValueError("OpInfo calls it through a lambda that cannot be written out")
+        expr, method = "_op", False
+    else:
+        found = callable_expr(op.name)
+        if found is None:
+            raise ValueError("no public callable")
+        expr, method = found
+        source = None
     first_reason = None
     for k, sample in enumerate(op.sample_inputs("cpu", torch.float32)):
         if k >= MAX_SAMPLES:
@@ -137,13 +200,14 @@ def make_problem(op) -> str:
             first_reason = first_reason or "only empty samples"
             continue
         try:
-            return _problem(expr, method, sample)
+            return _problem(expr, method, sample, source)
         except ValueError as e:
             first_reason = first_reason or str(e)
     raise ValueError(first_reason or "no sample")
 
 
-def _problem(expr: str, method: bool, sample) -> str:
+def _problem(expr: str, method: bool, sample, op_source: str | None = None) -> str:
+    """The problem file calling `expr` on the sample; `op_source`: the lambda `_op` stands for."""
     w = Writer()
     first = w.value(sample.input)
     args = [w.value(a) for a in sample.args]
@@ -155,28 +219,40 @@ def _problem(expr: str, method: bool, sample) -> str:
     params = ", ".join(f"a{i}" for i in range(len(w.inputs)))
     return (
         "import torch\nimport torch.nn as nn\n\n\n"
-        f"class Model(nn.Module):\n    def forward(self, {params}):\n        return {call}\n\n\n"
+        + (f"_op = {op_source}  # as OpInfo calls the operator\n\n\n" if op_source else "")
+        + f"class Model(nn.Module):\n    def forward(self, {params}):\n        return {call}\n\n\n"
         f"def get_inputs():\n    return [{', '.join(w.inputs)}]\n\n\n"
         "def get_init_inputs():\n    return []\n"
     )
 
 
+def _same(a: torch.Tensor, b: torch.Tensor, exact: bool = True) -> bool:
+    """Equal values (NaN where NaN is), exactly or within allclose's tolerance."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    tol = {"rtol": 0.0, "atol": 0.0} if exact else {}
+    return torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, equal_nan=True, **tol))
+
+
 def check_reference(source: str) -> bool:
-    """Raises ValueError when the problem is no fair test: not tensors out, or random. True when
-    every output is a view of an input (shares its storage): the operator computes nothing."""
+    """Raises ValueError when the problem is no fair test: not tensors out, random, or changing
+    its inputs. True when every output is a view of an input (shares its storage): the operator
+    computes nothing."""
     scope: dict = {}
     exec(compile(source, "<opinfo>", "exec"), scope)
     torch.manual_seed(0)
     inputs = scope["get_inputs"]()
     model = scope["Model"]()
+    before = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
     outs = [model(*inputs) for _ in range(2)]
+    if any(isinstance(t, torch.Tensor) and not _same(t, b) for t, b in zip(inputs, before)):
+        raise ValueError("changes its input in place")  # (the in-place random fills: cauchy_, uniform_...)
     flat = [o if isinstance(o, (tuple, list)) else [o] for o in outs]
     if not all(isinstance(t, torch.Tensor) for t in flat[0]):
         raise ValueError(f"returns {type(outs[0]).__name__}")
     if any(t.is_complex() for t in flat[0]):
         raise ValueError("complex output")
-    if not all(torch.equal(a, b) or (a.is_floating_point() and torch.allclose(a, b, equal_nan=True))
-               for a, b in zip(flat[0], flat[1])):
+    if not all(_same(a, b, exact=False) for a, b in zip(flat[0], flat[1])):
         raise ValueError("random output")
     storages = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
     return all(t.untyped_storage().data_ptr() in storages for t in flat[0])
@@ -195,8 +271,6 @@ def cases(names: set[str] | None, limit: int | None) -> list[Case]:
             case.left_out = "no float32 on the CPU"
         elif "empty" in op.name:
             case.left_out = "uninitialised output (an empty tensor's values are whatever memory held)"
-        elif getattr(op.op, "__name__", "") == "<lambda>":
-            case.left_out = "OpInfo calls it through a lambda (its arguments in another order)"
         else:
             try:
                 case.source = make_problem(op)
