@@ -19,7 +19,8 @@ the Triton interpreter. Each case failed before its fix:
 - addbmm: lowered to bmm, a sum over the batch and the scaled add;
 - bucketize: a vocabulary indexing record, a binary search per element in the gather template;
 - integer division (`i // 3`, rounding modes, circular padding): prims.div on integers had no
-  vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers).
+  vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers);
+- an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold.
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ CASES = [
      "torch.randint(-1000, 1000, (5, 6))", "div_trunc"),
     ("F.pad(x, (2, 1), mode='circular') * 2.0", "torch.randn(2, 3, 5)", "div_trunc"),
     ("F.pad(x, (1, 2, 2, 1), mode='circular')", "torch.randn(2, 3, 5, 4)", "div_trunc"),
+    # an int16 output (OpInfo's `short`): the verifier's poison for fresh allocations must fit int16
+    ("(x * 1000).short() + 1", "torch.randn(4, 6)", "to_dtype"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -65,8 +65,9 @@ def poison(t: torch.Tensor) -> None:
         t.fill_(float("nan"))
     elif t.dtype == torch.bool:
         t.fill_(True)
-    else:
-        t.fill_(_INT_POISON if t.dtype not in (torch.uint8, torch.int8) else 77)
+    else:  # the most unlikely value the dtype holds (int16's range ends at 32767, unsigned ones at 0)
+        info = torch.iinfo(t.dtype)
+        t.fill_(next(v for v in (_INT_POISON, -12345, 77) if info.min <= v <= info.max))
 
 
 class LaunchRecorder:
