@@ -539,6 +539,7 @@ def _flat_unique_consecutive(n) -> bool:
 
 
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
+              "aten._embedding_bag_forward_only.default": _embedding_bag_result_only,
               "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
@@ -554,7 +555,8 @@ _OURS_FIRST = {"aten.adaptive_max_pool2d.default", "aten.bilinear.default", "ate
 def store_lowerings() -> dict:
     """aten operator -> a decomposition into operators the vocabulary covers:
 
-    - `_embedding_bag` (nn.EmbeddingBag, F.embedding_bag): each index's bag from the offsets (a
+    - `_embedding_bag` (nn.EmbeddingBag, F.embedding_bag; `_forward_only` where no weight needs a
+      gradient): each index's bag from the offsets (a
       mark at every bag's start after the first, added with index_put, then a cumsum), the rows
       looked up (embedding), weighted (per_sample_weights), then summed into their bag
       (index_put with accumulate) or maxed (scatter_reduce amax); mean divides by the bag's
@@ -808,7 +810,8 @@ def store_lowerings() -> dict:
             src = aten._to_copy.default(src, dtype=self.dtype)
         return aten.clone.default(src.expand(self.shape))
 
-    return {aten._embedding_bag.default: embedding_bag, aten.index_reduce.default: index_reduce,
+    return {aten._embedding_bag.default: embedding_bag, aten._embedding_bag_forward_only.default: embedding_bag,
+            aten.index_reduce.default: index_reduce,
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
             aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear,

@@ -141,6 +141,14 @@ def test_embedding_bag(cpu_verifier, init, inputs, args, call):
           second=False)
 
 
+def test_functional_embedding_bag_without_gradients(cpu_verifier):
+    """F.embedding_bag of a weight that needs no gradient (a plain tensor, inference) traces to
+    _embedding_bag_forward_only (OpInfo's sample): lowered as nn.EmbeddingBag's _embedding_bag."""
+    check(cpu_verifier, source("F.embedding_bag(i, w, o, mode='sum', per_sample_weights=s)",
+                               "torch.randn(10, 5), " + BAG + ", torch.rand(12)", "w, i, o, s"), ["embedding"],
+          second=False)
+
+
 @pytest.mark.parametrize("mode", ["sum", "max"])
 def test_embedding_bag_of_fixed_length_bags(cpu_verifier, mode):
     """2-D input (bags of one length): the batch halves on the second configuration."""
