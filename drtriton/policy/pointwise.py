@@ -135,7 +135,7 @@ class Broadcast:
         along it."""
         for v in values:
             if self.full(v):
-                return f"{self.program.expr(v)}.shape"
+                return f"{self.program.expr(v)}.shape" if self.shape else "()"  # (a 0-d constant is a number)
         dims = []
         for d, size in enumerate(self.shape):
             source = next((v for v in values if d in self.varying(v) and d not in self.stretchable(v)), None)
@@ -154,21 +154,35 @@ class Broadcast:
         `local`: a name for it in forward when its expression (`expr`, else the program's) is not
         a plain name; `beside`: what has the broadcast shape, in the message."""
         e = expr or self.program.expr(value)
-        name = e.replace('"', "'").replace("{", "{{").replace("}", "}}")  # inside an f-string
         lines = []
         if not e.isidentifier():
             lines.append(f"{local} = {e}")
-            e = local
-        if self.stretchable(value):  # `expand` gives a size that stays 1 stride 0, and checks the rest
-            return lines, [f"{e}.expand({shape})", f"*{e}.expand({shape}).stride()"]
+        named = e if e.isidentifier() else local
         sizes = self.program.values[value].shape
         lead, varying = len(self.shape) - len(sizes), self.varying(value)
+        if self.stretchable(value):
+            # `expand` gives a size that stays 1 stride 0 and checks the dims the kernel reads; the
+            # others must be 1 (the kernel never reads along them)
+            fixed = [d - lead for d in range(lead, len(self.shape)) if d not in varying]
+            if fixed:
+                lines += shape_check(e, named, tuple_source([f"{named}.shape[{d}]" for d in fixed]),
+                                     tuple_source(["1"] * len(fixed)), shape, beside,
+                                     f"size 1 along dims {tuple(fixed)}")
+            return lines, [f"{named}.expand({shape})", f"*{named}.expand({shape}).stride()"]
         want = tuple_source([f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))])
-        lines += [f"if {e}.shape != {want}:",
-                  f"    raise ValueError(f\"{name} has shape {{tuple({e}.shape)}} where this module reads one of "
-                  f"shape {{{want}}} beside {beside} of {{tuple({shape})}} (convert it again with inputs "
-                  "shaped as you call it)\")"]
-        return lines, [e] + ["0"] * lead + ([f"*{e}.stride()"] if sizes else [])
+        lines += shape_check(e, named, f"{named}.shape", want, shape, beside)
+        return lines, [named] + ["0"] * lead + ([f"*{named}.stride()"] if sizes else [])
+
+
+def shape_check(expr: str, named: str, got: str, want: str, shape: str, beside: str = "an output",
+                wanted: str | None = None) -> list[str]:
+    """Forward lines raising a clear ValueError where `got` (sizes of the tensor `named`, written
+    `expr` in the message) is not `want`, beside `beside` of shape `shape` (forward expressions)."""
+    name = expr.replace('"', "'").replace("{", "{{").replace("}", "}}")  # inside an f-string
+    return [f"if {got} != {want}:",
+            f"    raise ValueError(f\"{name} has shape {{tuple({named}.shape)}} where this module reads one of "
+            f"{wanted or f'shape {{tuple({want})}}'} beside {beside} of {{tuple({shape})}} (convert it again with inputs "
+            "shaped as you call it)\")"]
 
 
 def aligned_symbolic(program: Program, value: str, rank: int) -> set[int]:
@@ -289,15 +303,19 @@ class PointwiseBlock:
         """The output's shape as forward computes it from the operands, before the output exists."""
         return self.broadcast.shape_source(self.operands)
 
-    def launch_args(self, shape: str) -> tuple[list[str], list[str]]:
+    def launch_args(self, shape: str, made_from: str | None = None) -> tuple[list[str], list[str]]:
         """(lines before the launch, argument expressions) for the operands, broadcast to
         `shape` (a forward expression such as `out.shape`): one of the output's shape made
-        contiguous, the others with their own strides after a check of their shapes."""
+        contiguous, the others with their own strides, each after a check of its shape but the
+        one whose shape `made_from` is (the expression `shape` was computed from)."""
         prelude, args = [], []
         for v in self.operands:
             local = f"_{self.local[v]}"
             if self.full(v):
-                prelude.append(f"{local} = {self.program.expr(v)}.contiguous()")
+                e = self.program.expr(v)
+                prelude.append(f"{local} = {e}.contiguous()")
+                if f"{e}.shape" != made_from:  # read flat: a smaller one would be read past its end
+                    prelude += shape_check(e, local, f"{local}.shape", shape, shape)
                 args.append(local)
                 continue
             lines, strided = self.broadcast.strided_args(v, shape, local)

@@ -151,7 +151,7 @@ def allocate_outputs(program, outs: list[str], stores: list[str], shape: str, de
     `sizes` an IndexSpace of `rank` dims reads)."""
     lines = [f"{o} = {empty(shape, len(program.values[v].shape), device, program.values[v].dtype)}"
              for o, v in zip(outs, stores)]
-    prelude, args = epilogue.launch_args(f"{outs[0]}.shape")
+    prelude, args = epilogue.launch_args(f"{outs[0]}.shape", made_from=shape)
     lines += prelude + [f"_n = {outs[0]}.numel()"]
     return lines, args, [f"*{outs[0]}.shape[1:]"] if rank > 1 else []
 
@@ -205,6 +205,7 @@ def input_launch(program, prologue, x: str, scalar: bool = False) -> tuple[list[
     read as one element of shape (1,) (the prologue's operands expanded to it)."""
     if prologue is None:
         return [f"_x = {program.expr(x)}.contiguous()", "_xs = _x.shape"], "_x.device", ["_x"]
-    lines = ["_xs = (1,)  # 0-d operands: one element"] if scalar else [f"_xs = {prologue.shape_source()}"]
-    pre, args = prologue.launch_args("_xs")
+    source = "(1,)" if scalar else prologue.shape_source()
+    lines = [f"_xs = {source}" + ("  # 0-d operands: one element" if scalar else "")]
+    pre, args = prologue.launch_args("_xs", made_from=source)
     return lines + pre, f"{program.expr(prologue.operands[0])}.device", args
