@@ -920,7 +920,7 @@ def _convert(ep) -> Graph:
     import torch
     from torch.export.graph_signature import InputKind
 
-    from .ops.aten import match
+    from .ops.aten import ARGS_ORDER, match
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
     constants = getattr(ep, "constants", {})
@@ -1005,6 +1005,8 @@ def _convert(ep) -> Graph:
                 m = None
             if m is not None:
                 node.op, node.attrs = m
+                if target in ARGS_ORDER:
+                    node.args = [node.args[i] for i in ARGS_ORDER[target]]
             nodes.append(node)
         elif n.op == "output":
             # Buffer mutations (batch-norm statistics) come first; the user's outputs follow.

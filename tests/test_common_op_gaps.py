@@ -20,7 +20,8 @@ the Triton interpreter. Each case failed before its fix:
 - bucketize: a vocabulary indexing record, a binary search per element in the gather template;
 - integer division (`i // 3`, rounding modes, circular padding): prims.div on integers had no
   vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers);
-- an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold.
+- an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold;
+- zeta and polygamma: new records, a float64 helper each (drtriton/ops/zeta.py).
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ CASES = [
     ("F.pad(x, (1, 2, 2, 1), mode='circular')", "torch.randn(2, 3, 5, 4)", "div_trunc"),
     # an int16 output (OpInfo's `short`): the verifier's poison for fresh allocations must fit int16
     ("(x * 1000).short() + 1", "torch.randn(4, 6)", "to_dtype"),
+    # the Hurwitz zeta function (Cephes' sum and Euler-Maclaurin tail, in float64) and polygamma
+    # of orders 1 (trigamma's series, reflected below 1/2) to 4 on it; PyTorch's special values:
+    # x = 1, x < 1, q a non-positive integer, q < 0 with an integer x (a negative base) or not
+    ("torch.special.zeta(x[0] * 6 + 1.01, x[1] * 8 + 0.05)", "torch.rand(2, 3, 40)", "zeta"),
+    ("torch.special.zeta(x[0], x[1])", "torch.tensor([[1.0, 0.5, 2.0, 3.0, 2.0, 4.0, 2.5, 3.0, 7.0], "
+     "[1.0, 2.0, 0.0, -2.0, -1.5, -2.5, -1.5, 1e-3, 30.0]])", "zeta"),
+    ("torch.polygamma(1, x) + torch.polygamma(2, x.abs() + 0.1) * torch.special.polygamma(4, x.abs() + 1)",
+     "torch.randn(3, 40) * 3", "polygamma"),
+    ("torch.polygamma(3, x) - torch.polygamma(0, x)", "torch.tensor([-2.5, -1.25, -0.5, 0.3, 1.0, 7.5])", "polygamma"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -18,7 +18,9 @@ OPS = list(ops.VOCABULARY.values())
 
 
 def test_registry_shape():
-    assert 90 <= len(ops.VOCABULARY) <= 200  # KernelBench's 67, then Core ATen's elementwise math
+    # KernelBench's 67, then Core ATen's elementwise math and what OpInfo showed missing (special
+    # functions, linear algebra): a few hundred, not thousands (one record per operator, not per overload)
+    assert 90 <= len(ops.VOCABULARY) <= 300
     assert ops.CATEGORIES == ("elementwise_unary", "elementwise_binary", "matmul", "conv", "pool", "norm",
                               "softmax", "reduction", "scan", "sort", "loss", "indexing", "recurrent",
                               "factorization")

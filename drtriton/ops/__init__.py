@@ -12,13 +12,13 @@ from types import MappingProxyType
 from typing import Mapping
 
 from drtriton.ops import (conv, elementwise, factorization, incomplete_gamma, indexing, linalg, loss, norm, polynomials,
-                          pool, recurrent, reduce, sort)
+                          pool, recurrent, reduce, sort, zeta)
 from drtriton.ops.layout import LAYOUT, LayoutOp
 from drtriton.ops.operator import (ANY_RANK, CATEGORIES, DOMAINS, Axis, Choice, ModuleCall, Operator, Param,
                                    Slot, Spatial)
 from drtriton.ops.shape import ShapeError
 
-_ALL = (elementwise.OPERATORS + polynomials.OPERATORS + incomplete_gamma.OPERATORS + linalg.OPERATORS
+_ALL = (elementwise.OPERATORS + polynomials.OPERATORS + incomplete_gamma.OPERATORS + zeta.OPERATORS + linalg.OPERATORS
         + conv.OPERATORS + pool.OPERATORS + norm.OPERATORS + reduce.OPERATORS + sort.OPERATORS + loss.OPERATORS
         + indexing.OPERATORS + recurrent.OPERATORS + factorization.OPERATORS)
 

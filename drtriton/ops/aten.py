@@ -70,7 +70,8 @@ _UNARY = {
 _BINARY = {"aten.pow.Tensor_Tensor": "pow_tensor", "aten.atan2.default": "atan2", "aten.fmod.Tensor": "fmod",
            "aten.remainder.Tensor": "remainder", "aten.copysign.Tensor": "copysign",
            "aten.hypot.default": "hypot", "aten.logaddexp.default": "logaddexp", "aten.fmax.default": "fmax",
-           "aten.fmin.default": "fmin", "aten.igamma.default": "igamma", "aten.igammac.default": "igammac"}
+           "aten.fmin.default": "fmin", "aten.igamma.default": "igamma", "aten.igammac.default": "igammac",
+           "aten.special_zeta.default": "zeta"}
 _POLYNOMIALS = [op.name for op in POLYNOMIALS]  # aten.special_<name>
 
 
@@ -756,6 +757,19 @@ def _prims_div(node, values):
     return None
 
 
+#: aten operators whose arguments capture reorders once matched: elementwise templates read their
+#: operands positionally (x first), and polygamma(n, x) puts its order first
+ARGS_ORDER = {"aten.polygamma.default": (1, 0)}
+
+
+def _polygamma(node, values):
+    """polygamma(n, x): digamma for n = 0, the vocabulary's polygamma of order n above."""
+    n, x = node.args[:2]
+    if not _is_tensor(x) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        return None
+    return ("digamma", {}) if n == 0 else ("polygamma", {"n": n})
+
+
 def _prims_pow(node, values):
     a = _args(node, ["input", "exponent"])
     if _is_tensor(a["input"]) and _is_tensor(a["exponent"]):
@@ -831,6 +845,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},
     **{target: _both_tensors(name) for target, name in _BINARY.items()},
+    "aten.special_zeta.other_scalar": _tensor_and_number("zeta"), "aten.polygamma.default": _polygamma,
     "aten.nextafter.default": _float32_only(_both_tensors("nextafter")),
     # orthogonal polynomials: the degree a tensor, or a number (`chebyshev_polynomial_t(x, 3)`)
     **{f"aten.special_{name}.{overload}": _tensor_and_number(name) for name in _POLYNOMIALS

@@ -629,11 +629,22 @@ def _div_trunc(x, y):
         return tl.where(q >= 0.0, tl.floor(q), tl.ceil(q))
     else:
         return x // y"""
+def _quotient_range(ranges, attrs):
+    """x / y over the boxes of x and y (y of one sign: its corners bound the quotient), then
+    truncated: truncation moves no value away from zero."""
+    (xl, xh), (yl, yh) = ranges
+    if yl <= 0.0 <= yh:
+        return (-math.inf, math.inf)
+    corners = [a / b for a in (xl, xh) for b in (yl, yh)]
+    return (math.trunc(min(corners)) if math.isfinite(min(corners)) else min(corners),
+            math.trunc(max(corners)) if math.isfinite(max(corners)) else max(corners))
+
+
 MORE_BINARY += (
     dataclasses.replace(
         _binary("div_trunc", "torch.div({x}, {y}, rounding_mode='trunc')", "_div_trunc({x}, {y})",
                 "x / y rounded toward zero (integers: exact), broadcasting", other_domain="positive",
-                fns=("torch.div", "torch.divide"), methods=("div",)),
+                fns=("torch.div", "torch.divide"), methods=("div",), value_range=_quotient_range),
         triton_helpers=(_DIV_TRUNC,), drawn=False),
 )
 
