@@ -73,7 +73,9 @@ def _polygamma(x, n: tl.constexpr):
         # trigamma: the reflection below 1/2, six steps up, then the asymptotic series
         pi = 3.141592653589793
         below = x < 0.5
-        sin_pi_x = tl.sin(pi * x)
+        # sin(pi x)^2 from x's distance to the nearest integer (exact): near a pole pi x itself
+        # would carry more rounding than the distance
+        sin_pi_x = tl.sin(pi * (x - tl.floor(x + 0.5)))
         result = tl.where(below, -(pi * pi) / (sin_pi_x * sin_pi_x), 0.0)
         y = tl.where(below, 1.0 - x, x)
         for _ in tl.static_range(6):
