@@ -35,12 +35,12 @@ def test_the_twelve_polynomials_are_in_the_vocabulary():
 
 
 def test_helpers_use_tl_functions_every_backend_has():
-    """Every helper (the polynomials, the incomplete gamma functions): long-standing tl.* only
-    (Triton 3.6 on the GPU, the interpreter), no libdevice."""
+    """Every helper (the polynomials, the incomplete gamma functions, zeta and polygamma, integer
+    division): long-standing tl.* only (Triton 3.6 on the GPU, the interpreter), no libdevice."""
     import re
 
-    allowed = {"exp", "log", "abs", "where", "maximum", "minimum", "sqrt", "sin", "cos", "floor", "float32", "float64",
-               "int64", "zeros_like", "max", "jit", "constexpr"}
+    allowed = {"exp", "log", "abs", "where", "maximum", "minimum", "sqrt", "sin", "cos", "floor", "ceil", "float32",
+               "float64", "int64", "zeros_like", "max", "jit", "constexpr", "static_range"}
     for src in ops.HELPERS.values():
         assert set(re.findall(r"\btl\.(\w+)", src)) <= allowed, src
     assert ops.called_helpers("y = _legendre_polynomial_p(x, n)") == [ops.HELPERS["_legendre_polynomial_p"]]
