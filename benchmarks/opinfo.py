@@ -100,12 +100,13 @@ def lambda_source(fn) -> str | None:
         for end in ends:
             if end <= start:
                 continue
+            candidate = text[start:end].replace("\n", " ")
             try:
-                tree = ast.parse(text[start:end].replace("\n", " "), mode="eval").body
+                tree = ast.parse(candidate, mode="eval").body
             except SyntaxError:
                 continue
             if isinstance(tree, ast.Lambda) and [a.arg for a in tree.args.args] == params:
-                found = text[start:end].replace("\n", " ")
+                found = candidate
     if found is None:
         return None
     tree = _Unseeded().visit(ast.parse(found, mode="eval")).body

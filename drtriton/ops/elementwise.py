@@ -629,15 +629,16 @@ def _div_trunc(x, y):
         return tl.where(q >= 0.0, tl.floor(q), tl.ceil(q))
     else:
         return x // y"""
+
+
 def _quotient_range(ranges, attrs):
     """x / y over the boxes of x and y (y of one sign: its corners bound the quotient), then
-    truncated: truncation moves no value away from zero."""
+    truncated, which is monotonic: the truncated corners bound it."""
     (xl, xh), (yl, yh) = ranges
     if yl <= 0.0 <= yh:
         return (-math.inf, math.inf)
     corners = [a / b for a in (xl, xh) for b in (yl, yh)]
-    return (math.trunc(min(corners)) if math.isfinite(min(corners)) else min(corners),
-            math.trunc(max(corners)) if math.isfinite(max(corners)) else max(corners))
+    return tuple(math.trunc(c) if math.isfinite(c) else c for c in (min(corners), max(corners)))
 
 
 MORE_BINARY += (

@@ -309,17 +309,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if batched:  # views (transposed heads) read through their strides; a broadcast batch dim, stride 0
         # b held as (..., N, K) (einsum's "...mk,...nk"): read transposed through its strides
         n_dim, b_strides = ("-2", "_sbn, _sbk") if b_t else ("-1", "_sbk, _sbn")
-        lines += [f"_a = {ea}", "_M, _K = _a.shape[-2:]", f"_N = {eb}.shape[{n_dim}]"]
-        va, vb = program.values[a], program.values[b]
-        if va.shape[:-2] == vb.shape[:-2] and va.symbolic == vb.symbolic:
-            # the same batch at capture (attention's heads): compared, and broadcast only where it
-            # differs (torch.broadcast_shapes costs 13 us of host time on CPU, 50-60 us on an H200's)
-            lines += ["_batch = _a.shape[:-2]",
-                      f"if {eb}.shape[:-2] != _batch:",
-                      f"    _batch = torch.broadcast_shapes(_batch, {eb}.shape[:-2])"]
-        else:  # batch dims that broadcast (one key head shared by all query heads)
-            lines.append(f"_batch = torch.broadcast_shapes(_a.shape[:-2], {eb}.shape[:-2])")
-        lines += ["_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
+        # the batch dims: the same in both factors (attention's heads) or broadcast (one key head
+        # shared by all query heads); compared first, since torch.broadcast_shapes costs 13 us of
+        # host time on CPU, 50-60 us on an H200's
+        lines += [f"_a = {ea}", "_M, _K = _a.shape[-2:]", f"_N = {eb}.shape[{n_dim}]",
+                  "_batch = _a.shape[:-2]",
+                  f"if {eb}.shape[:-2] != _batch:",
+                  f"    _batch = torch.broadcast_shapes(_batch, {eb}.shape[:-2])",
+                  "_Z0, _Z1 = (1, 1, *_batch)[-2:]", "_Z = _Z0 * _Z1",
                   "_saz0, _saz1 = _batch_strides(_a, 2)", f"_sbz0, _sbz1 = _batch_strides({eb}, 2)",
                   "_sam, _sak = _a.stride()[-2:]", f"{b_strides} = {eb}.stride()[-2:]"]
     elif vec_a and len(program.values[b].shape) >= 3:  # (K,) @ (Z, K, N): the one row is read for every z
