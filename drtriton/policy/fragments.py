@@ -54,9 +54,11 @@ def _draw(v: Value, fqn: str | None) -> str:
 
 def fragment_task(program: Program, frag: Fragment, parent: Problem) -> FragmentTask:
     inside = {n.name for n in frag.nodes}
-    produced = {o for n in frag.nodes for o in n.outputs}
+    # the index arithmetic it recomputes is part of it (its kernels compute it, so must the problem)
+    members = program.recomputed_for(frag.nodes) + frag.nodes
+    produced = {o for n in members for o in n.outputs}
     externals: list[str] = []
-    for n in frag.nodes:
+    for n in members:
         for v in program.inputs_of(n):
             if v not in produced and v not in externals and program.is_tensor(v):
                 externals.append(v)
@@ -66,7 +68,7 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
         old = program.values[v]
         values[names[v]] = Value(names[v], list(old.shape), old.dtype, "input", index=i, symbolic=list(old.symbolic))
     nodes: list[Node] = []
-    for n in frag.nodes:
+    for n in members:
         copied = copy.deepcopy(n)
         copied.args = _rename(n.args, names)
         copied.kwargs = {k: _rename(a, names) for k, a in n.kwargs.items()}
@@ -74,7 +76,7 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
         for o in n.outputs:
             if o in program.values:
                 values[o] = program.values[o]
-    for n in frag.nodes:  # scalar constants the nodes read; sizes forward computed, as their values
+    for n in members:  # scalar constants the nodes read; sizes forward computed, as their values
         for v in program.inputs_of(n):
             if v not in produced and v not in externals:
                 old = program.values[v]
@@ -108,7 +110,7 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
         "    return []",
         "",
     ])
-    key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" for n in frag.nodes) + "|" + \
+    key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" for n in members) + "|" + \
           ",".join(str(program.values[v].shape) for v in externals)
     problem = from_source(source, "Model", name=f"{parent.name}: {frag.label}", origin=parent.origin)
     return FragmentTask(problem, graph, frag.label, key, externals, outputs)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ..capture import Node
 from ..ops import VOCABULARY
 from ..ops.operator import float_source
+from . import recompute
 from .program import Program
 
 
@@ -135,15 +136,16 @@ class Broadcast:
         along it."""
         for v in values:
             if self.full(v):
-                return f"{self.program.expr(v)}.shape" if self.shape else "()"  # (a 0-d constant is a number)
+                return recompute.shape_source(self.program, v) if self.shape else "()"
         dims = []
         for d, size in enumerate(self.shape):
             source = next((v for v in values if d in self.varying(v) and d not in self.stretchable(v)), None)
             if source is None and (size != 1 or d in self.symbolic):  # a size no value gives
-                return f"torch.broadcast_shapes({', '.join(f'{self.program.expr(v)}.shape' for v in values)})"
+                return f"torch.broadcast_shapes({', '.join(recompute.shape_source(self.program, v) for v in values)})"
             lead = len(self.shape) - len(self.program.values[source].shape) if source else 0
-            dims.append(f"{self.program.expr(source)}.shape[{d - lead}]" if source else "1")
+            dims.append(recompute.size_source(self.program, source, d - lead) if source else "1")
         return tuple_source(dims)
+
 
     def strided_args(self, value: str, shape: str, local: str, expr: str | None = None,
                      beside: str = "an output") -> tuple[list[str], list[str]]:
@@ -204,32 +206,40 @@ class PointwiseBlock:
         produced = {o for n in nodes for o in n.outputs}
         # tensor operands to load: inputs of the nodes not produced inside and not `known`
         self.operands: list[str] = []
+        # index arithmetic and reads through it, computed here (`recompute`) rather than loaded
+        self.recomputed: list[str] = []
         # sizes computed in forward (x.shape[0] in a traced `/ x.size(0)`): scalar kernel arguments
         self.scalars: list[str] = []
         for n in nodes:
             for v in program.inputs_of(n):
-                if v in produced or v in known or v in self.operands or v in self.scalars:
+                if v in produced or v in known or v in self.operands or v in self.scalars or v in self.recomputed:
                     continue
-                if program.is_tensor(v):
+                if program.is_recomputed(v):
+                    self.recomputed.append(v)
+                elif program.is_tensor(v):
                     self.operands.append(v)
                 elif program.values[v].kind == "node":
                     self.scalars.append(v)
+        # tensors the recomputed values read at computed positions: each with all its strides
+        self.gathered: list[str] = recompute.gathered(program, self.recomputed)
         # the output's symbolic dims (the batch), from every value the block computes or reads
         # (aligned right: each broadcasts to the output)
-        symbolic = {d for v in [*produced, *self.operands, *known] if v in program.values
+        symbolic = {d for v in [*produced, *self.operands, *self.recomputed, *known] if v in program.values
                     for d in aligned_symbolic(program, v, len(self.shape))}
         self.broadcast = Broadcast(program, self.shape, symbolic)
         # kernel-side names of the operands: readable, and clear of the template's own
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
-        for v in self.operands + self.scalars:
+        self.gathered_local: dict[str, str] = {}
+        for v, names in [(v, self.local) for v in self.operands + self.scalars] + \
+                [(v, self.gathered_local) for v in self.gathered]:
             expr = program.expr(v).replace("self.", "")
             base = re.sub(r"\W+", "_", expr if len(expr) <= 40 else v).strip("_") or "t"  # net[0].w -> net_0_w
             name, i = base, 1
             while name in taken:
                 name, i = f"{base}_{i}", i + 1
             taken.add(name)
-            self.local[v] = name
+            names[v] = name
 
     # -- kernel side -------------------------------------------------------------------------
     def full(self, value: str) -> bool:
@@ -247,6 +257,9 @@ class PointwiseBlock:
             out.append(f"{p}_ptr")
             if not self.full(v):
                 out += [f"{p}_s{d}" for d in range(len(self.shape))]
+        for v in self.gathered:
+            p = self.gathered_local[v]
+            out += [f"{p}_ptr"] + [f"{p}_s{d}" for d in range(len(self.program.values[v].shape))]
         return out + [self.local[v] for v in self.scalars]
 
     def emit(self, space: IndexSpace, env: dict[str, str]) -> list[str]:
@@ -269,6 +282,17 @@ class PointwiseBlock:
             else:
                 lines.append(f"{var} = tl.load({p}_ptr + {offset}, mask={space.mask}, other=0.0)")
             env[v] = var
+        if self.recomputed:
+            # its variables named after the block's first value, apart from another block's in the
+            # same kernel (a norm's prologue and epilogue)
+            first = next((o for n in self.nodes for o in n.outputs), "block")
+            evaluator = recompute.Evaluator(self.program, self.gathered_local, space.mask, f"({space.flat}) * 0",
+                                            f"{self.program.expr(first) if first in self.program.values else first}_r")
+            for v in self.recomputed:
+                dims = self.varying(v)
+                idx = [space.index(d) if d in dims else "0" for d in range(len(self.shape))]
+                env[v] = evaluator.at(v, recompute.aligned(self.program, v, idx))
+            lines += evaluator.lines
         for n in self.nodes:
             var = self.program.expr(n.outputs[0])
             lines.append(f"{var} = {self.expression(n, env)}")
@@ -276,32 +300,17 @@ class PointwiseBlock:
         return space.lines + lines
 
     def expression(self, node: Node, env: dict[str, str]) -> str:
-        op = VOCABULARY[node.op]
-        if node.op == "clamp":  # an open side is +-inf: emit only the bounded side
-            a = node.args[0]["value"]
-            x = env[a] if a in env else _literal(self.program.values[a].literal)
-            if not math.isinf(node.attrs["min"]):
-                x = f"tl.maximum({x}, {_literal(node.attrs['min'])})"
-            if not math.isinf(node.attrs["max"]):
-                x = f"tl.minimum({x}, {_literal(node.attrs['max'])})"
-            return x
-        template = op.triton_expr(node.attrs)
-        # operands by position; a number in a tensor's place (eq.Scalar(x, 0), where(c, x, 0.0)) is
-        # written into the kernel
-        fields = {}
-        out = self.program.values.get(node.outputs[0])
-        integral = out is not None and "int" in out.dtype
-        for field, a in zip(("x", "y", "z"), node.args[:op.arity]):
-            if isinstance(a, dict) and "value" in a:
-                fields[field] = env[a["value"]] if a["value"] in env else _literal(self.program.values[a["value"]].literal, integral)
-            else:
-                fields[field] = _literal(a, integral)
-        return template.format(**fields)
+        return node_expression(self.program, node, env)
 
     # -- launcher side -----------------------------------------------------------------------
     def shape_source(self) -> str:
         """The output's shape as forward computes it from the operands, before the output exists."""
-        return self.broadcast.shape_source(self.operands)
+        return self.broadcast.shape_source(self.operands + self.recomputed)
+
+    def device(self) -> str:
+        """Where the block's tensors live, as a forward expression."""
+        tensors = self.operands + self.gathered
+        return f"{self.program.expr(tensors[0])}.device" if tensors else self.program.device()
 
     def launch_args(self, shape: str, made_from: str | None = None) -> tuple[list[str], list[str]]:
         """(lines before the launch, argument expressions) for the operands, broadcast to
@@ -321,4 +330,37 @@ class PointwiseBlock:
             lines, strided = self.broadcast.strided_args(v, shape, local)
             prelude += lines
             args += strided
+        for v in self.gathered:  # read at computed positions: every dim checked, all strides passed
+            e = self.program.expr(v)
+            named = e if e.isidentifier() else f"_{self.gathered_local[v]}"
+            if named != e:
+                prelude.append(f"{named} = {e}")
+            got, want = recompute.gathered_check(self.program, v, self.recomputed, shape, len(self.shape), named)
+            prelude += shape_check(e, named, got, want, shape)
+            args += [named, f"*{named}.stride()"]
         return prelude, args + [self.program.expr(v) for v in self.scalars]
+
+
+def node_expression(program: Program, node: Node, env: dict[str, str]) -> str:
+    """An elementwise node as a Triton expression of the variables `env` maps its inputs to."""
+    op = VOCABULARY[node.op]
+    if node.op == "clamp":  # an open side is +-inf: emit only the bounded side
+        a = node.args[0]["value"]
+        x = env[a] if a in env else _literal(program.values[a].literal)
+        if not math.isinf(node.attrs["min"]):
+            x = f"tl.maximum({x}, {_literal(node.attrs['min'])})"
+        if not math.isinf(node.attrs["max"]):
+            x = f"tl.minimum({x}, {_literal(node.attrs['max'])})"
+        return x
+    template = op.triton_expr(node.attrs)
+    # operands by position; a number in a tensor's place (eq.Scalar(x, 0), where(c, x, 0.0)) is
+    # written into the kernel
+    fields = {}
+    out = program.values.get(node.outputs[0])
+    integral = out is not None and "int" in out.dtype
+    for field, a in zip(("x", "y", "z"), node.args[:op.arity]):
+        if isinstance(a, dict) and "value" in a:
+            fields[field] = env[a["value"]] if a["value"] in env else _literal(program.values[a["value"]].literal, integral)
+        else:
+            fields[field] = _literal(a, integral)
+    return template.format(**fields)

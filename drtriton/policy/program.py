@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..capture import ALLOCATIONS, VIEWS, Graph, Node, Value, is_scalar, value_refs
 from ..ops import VOCABULARY
+from . import recompute
 
 MAX_FRAGMENT_OPS = 5
 
@@ -68,6 +69,8 @@ class Program:
         self.users = {v: [u for u in us if u.name in live] for v, us in graph.users().items()}
         self.producer = graph.producer()
         self._names: dict[str, str] = {}
+        # index arithmetic and reads through it, computed by the kernels that read them
+        self.recomputed: set[str] = recompute.recomputed_nodes(self)
 
     def same_shape(self, a: str, b: str) -> bool:
         """Two values of one shape at every input size: the same sizes at capture, symbolic in
@@ -123,6 +126,24 @@ class Program:
     def inputs_of(self, node: Node) -> list[str]:
         return value_refs(node.args) + value_refs(list(node.kwargs.values()))
 
+    def is_recomputed(self, value: str) -> bool:
+        """Whether `value` is recomputed where it is read (`recompute`), never stored."""
+        prod = self.producer.get(value)
+        return prod is not None and prod.name in self.recomputed
+
+    def recomputed_for(self, nodes: list[Node]) -> list[Node]:
+        """The recomputed nodes `nodes` read, in order: what a fragment run as PyTorch computes
+        first."""
+        return recompute.cone(self, [v for n in nodes for v in self.inputs_of(n) if self.is_recomputed(v)])
+
+    def reads(self, node: Node) -> list[str]:
+        """The stored values a node reads: its inputs, with each recomputed one replaced by the
+        tensors it reads through computed positions."""
+        out = []
+        for v in self.inputs_of(node):
+            out += recompute.gathered(self, [v]) if self.is_recomputed(v) else [v]
+        return out
+
     def used_outside(self, value: str, inside: set[str]) -> bool:
         """Whether `value` is needed by a node outside `inside` (names) or is a graph output."""
         if value in self.graph.outputs:
@@ -137,6 +158,8 @@ class Program:
         owner: dict[str, Fragment] = {}  # node name -> its fragment
 
         for node in self.nodes:
+            if node.name in self.recomputed:
+                continue  # computed inside the fragments that read it
             cat = category(node)
             if (node.target in VIEWS or node.target in ALLOCATIONS or is_scalar(node, self.values)) \
                     and node.op is None:
@@ -182,7 +205,7 @@ class Program:
         frag = candidates[-1]
         # every other tensor input must be computed before the fragment runs, not inside it later
         inside = {n.name for n in frag.nodes}
-        for name in self.inputs_of(node):
+        for name in self.reads(node):
             prod = self.producer.get(name)
             if prod is not None and prod.name not in inside and owner.get(prod.name) is not None:
                 if self.nodes.index(prod) > self.nodes.index(frag.nodes[0]):

@@ -208,4 +208,4 @@ def input_launch(program, prologue, x: str, scalar: bool = False) -> tuple[list[
     source = "(1,)" if scalar else prologue.shape_source()
     lines = [f"_xs = {source}" + ("  # 0-d operands: one element" if scalar else "")]
     pre, args = prologue.launch_args("_xs", made_from=source)
-    return lines + pre, f"{program.expr(prologue.operands[0])}.device", args
+    return lines + pre, prologue.device(), args

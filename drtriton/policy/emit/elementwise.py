@@ -23,7 +23,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import (MAX_GRID_1, WIDE, Emitted, Names, Unsupported, allocate_outputs, flat_blocks, row_blocks,
+from . import (MAX_GRID_1, WIDE, Emitted, Names, allocate_outputs, flat_blocks, row_blocks,
                stored_values)
 
 # One configuration, as Inductor launches pointwise kernels: a bandwidth-bound kernel runs within
@@ -45,7 +45,7 @@ def row_split(block: PointwiseBlock) -> int | None:
     along the last dimension itself (a (16, 1, 1024) beside a (1, 256, 1)), rows are every
     dimension but the last, whose index is the column: no division per element either way."""
     shape = block.shape
-    varying = [d for v in block.operands if not block.full(v) for d in block.varying(v)]
+    varying = [d for v in block.operands + block.recomputed if not block.full(v) for d in block.varying(v)]
     if not varying:
         return None  # no broadcast operand to index: flat is as good
     k = min(max(varying) + 1, len(shape) - 1)
@@ -87,7 +87,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
     ]
     ref = block.shape_source()
-    made, args, size_args = allocate_outputs(program, outs, stores, ref, _device(program, frag), block, rank)
+    made, args, size_args = allocate_outputs(program, outs, stores, ref, block.device(), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
     if k is None:
         grid, block_size = f"(_cdiv(_n, {BLOCK}),)", str(BLOCK)
@@ -101,10 +101,3 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                  f"BLOCK={block_size}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
 
-
-def _device(program: Program, frag: Fragment) -> str:
-    for n in frag.nodes:
-        for v in program.inputs_of(n):
-            if program.is_tensor(v):
-                return f"{program.expr(v)}.device"
-    raise Unsupported("no tensor input")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .. import recompute
 from ..pointwise import Broadcast, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, stored_values
@@ -53,18 +54,26 @@ def _offset(terms: list[tuple[str, str]]) -> str:
 def index_tensors(program: Program, src: Source, values: list[str], space: IndexSpace, first: int) -> list[str]:
     """x[i, j]'s index tensors, broadcast together (PyTorch's rule) into output dims `first`...:
     in forward, their broadcast shape `_ishape` taken from their sizes and a check of each one's
-    shape; in the kernel, each read through its own strides along the dims it varies in. Returns
-    the offset at which the kernel reads each (as `i{k}_ptr`)."""
+    shape; in the kernel, each read through its own strides along the dims it varies in, or
+    computed there when it is index arithmetic (`recompute`). Returns each one's value at the
+    element as a kernel expression."""
     bc = Broadcast.of(program, values)
     src.prelude.append(f"_ishape = {bc.shape_source(values)}")
-    positions = []
+    reads, evaluator = [], recompute.Evaluator(program, {}, space.mask, f"({space.flat}) * 0", "_ix")
     for k, v in enumerate(values):
+        dims = bc.varying(v)
+        if program.is_recomputed(v):
+            idx = [space.index(first + e) if e in dims else "0" for e in range(len(bc.shape))]
+            reads.append(evaluator.at(v, recompute.aligned(program, v, idx)))
+            continue
         lines, args = bc.strided_args(v, "_ishape", f"_i{k}", program.tensor_expr(v), "indices broadcast to a shape")
         src.prelude += lines
         src.params += [f"i{k}_ptr"] + [f"i{k}_s{e}" for e in range(len(bc.shape))]
         src.args += args
-        positions.append(_offset([(space.index(first + e), f"i{k}_s{e}") for e in bc.varying(v)]))
-    return positions
+        position = _offset([(space.index(first + e), f"i{k}_s{e}") for e in dims])
+        reads.append(f"tl.load(i{k}_ptr + {position}, mask=mask, other=0)")
+    src.lines += evaluator.lines
+    return reads
 
 
 def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
@@ -115,6 +124,18 @@ def _flip(program: Program, node, space: IndexSpace) -> Source:
     return src
 
 
+def _position(program: Program, src: Source, name: str, index: str, dims: list[int], space: IndexSpace) -> str:
+    """An index tensor's value at the element, its dims being output dims `dims`: read through
+    its strides, or computed in the kernel when it is index arithmetic (`recompute`)."""
+    if program.is_recomputed(index):
+        evaluator = recompute.Evaluator(program, {}, space.mask, f"({space.flat}) * 0", f"_{name}")
+        value = evaluator.at(index, recompute.aligned(program, index, [space.index(d) for d in dims]))
+        src.lines += evaluator.lines
+        return value
+    strides = _tensor(src, name, program.tensor_expr(index), len(dims))
+    return f"tl.load({name}_ptr + {_offset([(space.index(d), s) for d, s in zip(dims, strides)])}, mask=mask, other=0)"
+
+
 def _picked(program: Program, node, space: IndexSpace) -> Source:
     """index_select, gather and embedding: the position along one input axis read from an index
     tensor (int32 or int64), the other positions from the output's."""
@@ -122,27 +143,27 @@ def _picked(program: Program, node, space: IndexSpace) -> Source:
     rank = len(space.sizes) + 1
     if node.op == "embedding":
         weight, index = node.args[0]["value"], node.args[1]["value"]
-        we, ie = program.expr(weight), program.tensor_expr(index)
+        we = program.expr(weight)
         ws = _tensor(src, "w", we, 2)
-        ist = _tensor(src, "idx", ie, rank - 1)
-        pos = _offset([(space.index(d), ist[d]) for d in range(rank - 1)])
-        src.lines += [f"row = tl.load(idx_ptr + {pos}, mask=mask, other=0)",
+        row = _position(program, src, "idx", index, list(range(rank - 1)), space)
+        src.lines += [f"row = {row}",
                       f"val = tl.load(w_ptr + row * {ws[0]} + {space.index(rank - 1)} * {ws[1]}, mask=mask, other=0)"]
-        src.out_shape = f"[*{ie}.shape, {we}.shape[1]]"
+        src.out_shape = f"[*{recompute.shape_source(program, index)}, {we}.shape[1]]"
         return src
     x, dim, index = node.args[0]["value"], node.attrs["dim"], node.args[2]["value"]
-    xe, ie = program.expr(x), program.tensor_expr(index)
+    xe = program.expr(x)
     xs = _tensor(src, "x", xe, len(program.values[x].shape))
     index_rank = len(program.values[index].shape)
-    ist = _tensor(src, "idx", ie, index_rank)
     if node.op == "index_select":  # a vector of positions along dim (or one, 0-d)
-        pos = f"{space.index(dim)} * {ist[0]}" if index_rank else _offset([])
-        src.out_shape = f"[*{xe}.shape[:{dim}], {ie}.numel(), *{xe}.shape[{dim + 1}:]]"
+        at = _position(program, src, "idx", index, [dim][:index_rank], space)
+        count = math.prod(program.values[index].shape) if program.is_recomputed(index) else \
+            f"{program.tensor_expr(index)}.numel()"
+        src.out_shape = f"[*{xe}.shape[:{dim}], {count}, *{xe}.shape[{dim + 1}:]]"
     else:  # gather: an index of the output's shape
-        pos = _offset([(space.index(d), ist[d]) for d in range(rank)])
-        src.out_shape = f"{ie}.shape"
+        at = _position(program, src, "idx", index, list(range(rank)), space)
+        src.out_shape = recompute.shape_source(program, index)
     terms = [("at" if d == dim else space.index(d), xs[d]) for d in range(rank)]
-    src.lines += [f"at = tl.load(idx_ptr + {pos}, mask=mask, other=0)",
+    src.lines += [f"at = {at}",
                   f"val = tl.load(x_ptr + {_offset(terms)}, mask=mask, other=0)"]
     return src
 
@@ -163,13 +184,13 @@ def _advanced(program: Program, node, space: IndexSpace) -> Source:
     xs = _tensor(src, "x", xe, x_rank)
     src.params += [f"x_n{d}" for d in indexed]
     src.args += [f"{xe}.shape[{d}]" for d in indexed]
-    positions = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
+    reads = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
     rest = iter(d for d in range(len(space.sizes) + 1) if not first <= d < first + b)  # output dims of x's axes
     terms = []
     for d in range(x_rank):
         if d in indexed:
             k = indexed.index(d)
-            src.lines += [f"at{k} = tl.load(i{k}_ptr + {positions[k]}, mask=mask, other=0)",
+            src.lines += [f"at{k} = {reads[k]}",
                           f"at{k} = tl.where(at{k} < 0, at{k} + x_n{d}, at{k})"]
             terms.append((f"at{k}", xs[d]))
         else:

@@ -56,7 +56,10 @@ def callable_name(target: str) -> str:
 
 def emit(program: Program, frag: Fragment, config: dict | None = None, names=None) -> Emitted:
     lines = []
-    for node in frag.nodes:
+    names = {n.name for n in frag.nodes}
+    # index arithmetic the kernels would have recomputed: computed here first
+    first = [n for n in program.recomputed_for(frag.nodes) if n.name not in names]
+    for node in first + frag.nodes:
         outs = ", ".join(program.expr(o) for o in node.outputs)
         if node.returns_tuple:
             outs += ","

@@ -150,14 +150,14 @@ def _index_put(program: Program, node, space: IndexSpace, rank: int, dtype: str)
     src.out_shape = "[" + ", ".join(kept[:first] + ["*_ishape"] + kept[first:]) + "]"
     src.params += [f"x_n{d}" for d in indexed]
     src.args += [f"{xe}.shape[{d}]" for d in indexed]
-    positions = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
+    reads = index_tensors(program, src, [entries[d]["value"] for d in indexed], space, first)
     rest = iter(d for d in range(rank) if not first <= d < first + b)
     src.lines.append("ok = mask")
     terms = []
     for d in range(x_rank):
         if d in indexed:
             k = indexed.index(d)
-            src.lines.append(f"at{k} = tl.load(i{k}_ptr + {positions[k]}, mask=mask, other=0).to(tl.int64)")
+            src.lines.append(f"at{k} = ({reads[k]}).to(tl.int64)")
             _wrapped(src, f"at{k}", f"x_n{d}")
             terms.append((f"at{k}", f"out_s{d}"))
         else:

@@ -1,0 +1,377 @@
+"""Values recomputed where they are read instead of stored: index arithmetic and the reads
+through it.
+
+Upsampling, interpolation and position tables lower (Inductor's decompositions) to `arange`,
+elementwise arithmetic on it, and advanced indexing at the positions it gives. Run as its own
+fragments, that is a dozen small kernels storing vectors of a few dozen elements before the
+one that does the work. As Inductor does, such values are recomputed in each kernel that reads
+them: an `arange` is the element's index along one dimension, a shape-only view maps indices,
+elementwise arithmetic is a line, and advanced indexing at recomputed positions is one load.
+
+A node is *recomputed* (`recomputed_nodes`) when it is one of those, its tensor inputs are
+recomputed too, and every node that reads it can compute it in place: an elementwise node
+(through `PointwiseBlock`), another recomputed node, or advanced indexing reading it as an index
+tensor (the gather template). It then belongs to no fragment; `cone` gives the recomputed nodes
+a fragment reads, which a fragment run as PyTorch (or posed as a problem alone) computes first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ops import VOCABULARY
+from ..ops.elementwise import _TL_DTYPES
+
+ARANGES = {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"}
+# views that keep the elements' order: only size-1 dims come and go, mapped by the other sizes
+RESHAPES = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.unsqueeze.default",
+            "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.flatten.using_ints",
+            "aten.unflatten.int", "aten.alias.default", "aten.clone.default", "aten.contiguous.default",
+            "aten.detach.default", "aten.lift_fresh_copy.default", "aten.view_as.default", "aten.reshape_as.default"}
+EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
+POINTWISE = {"elementwise_unary", "elementwise_binary"}
+#: a recomputed value costs each kernel reading it its whole cone: past this many nodes, store it
+MAX_CONE = 256
+
+_TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
+
+
+def _tensor_args(node) -> list[str]:
+    out = []
+    for a in node.args:
+        if isinstance(a, dict) and "value" in a:
+            out.append(a["value"])
+        elif isinstance(a, list):
+            out += [x["value"] for x in a if isinstance(x, dict) and "value" in x]
+    return out
+
+
+@dataclass
+class Read:
+    """A read of tensor `x` at positions from index tensors: advanced indexing `x[i, :, j]`,
+    `embedding` (weight[i]) and `index_select` alike. `entries`: per dim of x, its index
+    tensor or None (a full slice); the index tensors broadcast to `b` dims standing in the
+    output from dim `first` (where the indexed dims were when adjacent, else first)."""
+
+    x: str
+    entries: list  # value name or None, one per dim of x
+    b: int
+    first: int
+
+    @property
+    def indexed(self) -> list[int]:
+        return [d for d, e in enumerate(self.entries) if e is not None]
+
+
+def read_of(program, node) -> Read | None:
+    """The node as a read at positions from index tensors, or None."""
+    def value(a):
+        return a["value"] if isinstance(a, dict) and "value" in a else None
+
+    if node.op not in ("index", "embedding", "index_select") or node.target == "aten.index_put.default":
+        return None
+    x = value(node.args[0])
+    if x is None or not program.is_tensor(x):
+        return None
+    rank = len(program.values[x].shape)
+    if node.op == "index":
+        entries = [value(e) for e in node.args[1]] + [None] * (rank - len(node.args[1]))
+    elif node.op == "embedding":
+        entries = [value(node.args[1]), None]
+    else:
+        entries = [None] * rank
+        entries[node.attrs["dim"]] = value(node.args[2])
+    indexed = [d for d, e in enumerate(entries) if e is not None]
+    if not indexed or any(not program.is_tensor(entries[d]) for d in indexed):
+        return None
+    if node.op == "index_select" and len(program.values[entries[indexed[0]]].shape) != 1:
+        return None  # a 0-d position keeps its dim: not the layout below
+    b = max(len(program.values[entries[d]].shape) for d in indexed)
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    return Read(x, entries, b, indexed[0] if adjacent else 0)
+
+
+def _static(value) -> bool:
+    return not value.symbolic and None not in value.shape
+
+
+def _non_one(shape) -> list[int]:
+    return [s for s in shape if s != 1]
+
+
+def _number(a) -> bool:
+    return isinstance(a, (int, float)) and not isinstance(a, bool)
+
+
+class _Kinds:
+    """Which nodes could be recomputed: "position" (a function of the element's position alone)
+    or "read" (it reads a stored tensor's data)."""
+
+    def __init__(self, program):
+        self.program = program
+        self.candidate: dict[str, str] = {}  # value -> "position" | "read" (reads a tensor's data)
+        for n in program.nodes:
+            kind = self._kind(n)
+            if kind is not None:
+                self.candidate[n.outputs[0]] = kind
+
+    def _inputs_recomputable(self, node) -> bool:
+        ins = [v for v in self.program.inputs_of(node) if self.program.is_tensor(v)]
+        return bool(ins) and all(v in self.candidate for v in ins)
+
+    def _kind(self, n) -> str | None:
+        program = self.program
+        if len(n.outputs) != 1 or n.outputs[0] not in program.values or n.mutates:
+            return None
+        out = program.values[n.outputs[0]]
+        if n.target in ARANGES:
+            starts = {"aten.arange.default": [], "aten.arange.start": n.args[:1],
+                      "aten.arange.start_step": [n.args[0], n.args[2]] if len(n.args) > 2 else [None]}[n.target]
+            fits = _static(out) and len(out.shape) == 1 and out.dtype in _TL and all(_number(a) for a in starts)
+            return "position" if fits else None
+        if n.target in RESHAPES or n.target in EXPANDS:
+            ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
+            if len(ins) != 1 or self.candidate.get(ins[0]) != "position" or not _static(out):
+                return None
+            src = program.values[ins[0]]
+            same_order = _non_one(src.shape) == _non_one(out.shape)
+            broadcast = n.target in EXPANDS and len(src.shape) <= len(out.shape) and all(
+                s in (1, o) for s, o in zip(src.shape, out.shape[len(out.shape) - len(src.shape):]))
+            return "position" if same_order or broadcast else None
+        if n.op is not None and VOCABULARY[n.op].category in POINTWISE and VOCABULARY[n.op].triton_template is not None:
+            if not self._inputs_recomputable(n):
+                return None
+            # other inputs: numbers written into the kernel (a size forward computes would be an argument)
+            if any(program.values[v].kind == "node" for v in program.inputs_of(n) if not program.is_tensor(v)):
+                return None
+            reads = any(self.candidate[v] == "read" for v in program.inputs_of(n) if program.is_tensor(v))
+            return "read" if reads else ("position" if _static(out) else None)
+        read = read_of(program, n)
+        if read is not None:
+            xv = program.values[read.x]
+            if None in xv.shape or any(d in xv.symbolic for d in read.indexed):
+                return None
+            if any(self.candidate.get(read.entries[d]) != "position" for d in read.indexed):
+                return None
+            if read.x in self.candidate:  # a table that is itself position arithmetic (linspace)
+                return "position" if self.candidate[read.x] == "position" and _static(out) else None
+            return "read"
+        return None
+
+
+def recomputed_nodes(program) -> set[str]:
+    """The names of the nodes recomputed by the kernels that read them (see the module's doc)."""
+    kinds = _Kinds(program)
+    recomputed = {n.name for n in program.nodes if n.outputs and n.outputs[0] in kinds.candidate}
+    outputs = set(program.graph.outputs)
+    changed = bool(recomputed)
+    while changed:  # dropping a node may leave its inputs or its users unable to recompute
+        before = set(recomputed)
+        for n in reversed(program.nodes):  # every reader computes it in place
+            users = program.users.get(n.outputs[0], []) if n.outputs else []
+            if n.name in recomputed and (n.outputs[0] in outputs or not users or not all(
+                    _reads_in_place(program, kinds, u, n.outputs[0], recomputed) for u in users)):
+                recomputed.discard(n.name)
+        for n in program.nodes:  # its inputs are recomputed too (a read's tensor is stored, but
+            if n.name not in recomputed:  # a table of positions is computed there)
+                continue
+            read = read_of(program, n)
+            stored = read.x if read is not None and kinds.candidate[n.outputs[0]] == "read" else None
+            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v != stored]
+            if any(not _made_by(program, v, recomputed) for v in ins) or \
+                    len(cone(program, [n.outputs[0]], recomputed)) > MAX_CONE:
+                recomputed.discard(n.name)
+        changed = recomputed != before
+    return recomputed
+
+
+def _reads_in_place(program, kinds: _Kinds, user, value: str, recomputed: set[str]) -> bool:
+    if user.name in recomputed:
+        return True
+    if user.op is not None and VOCABULARY[user.op].category in POINTWISE and VOCABULARY[user.op].triton_template is not None:
+        return True
+    if kinds.candidate[value] == "position":  # an index tensor the gather template computes
+        return value in _index_arguments(program, user)
+    return False
+
+
+def _index_arguments(program, node) -> list[str]:
+    """The index tensors of a read at positions (not the tensor read), or none."""
+    if node.op in ("gather", "index_select") and len(node.args) > 2 and isinstance(node.args[2], dict):
+        return [node.args[2]["value"]] if node.args[0] != node.args[2] else []
+    read = read_of(program, node)
+    return [e for e in read.entries if e is not None and e != read.x] if read is not None else []
+
+
+def cone(program, values: list[str], recomputed: set[str] | None = None) -> list:
+    """The recomputed nodes computing `values` (those of them that are recomputed), in the
+    program's order."""
+    recomputed = program.recomputed if recomputed is None else recomputed
+    need, seen = list(values), set()
+    while need:
+        v = need.pop()
+        prod = program.producer.get(v)
+        if prod is None or prod.name not in recomputed or prod.name in seen:
+            continue
+        seen.add(prod.name)
+        need += _tensor_args(prod)
+    return [n for n in program.nodes if n.name in seen]
+
+
+def gathered(program, values: list[str]) -> list[str]:
+    """The tensors that recomputing `values` reads through computed positions, in order."""
+    out = []
+    for n in cone(program, values):
+        read = read_of(program, n)
+        if read is not None and read.x not in out and not _made_by(program, read.x, program.recomputed):
+            out.append(read.x)
+    return out
+
+
+def _made_by(program, value: str, recomputed: set[str]) -> bool:
+    prod = program.producer.get(value)
+    return prod is not None and prod.name in recomputed
+
+
+def shape_exprs(program, value: str) -> list[str]:
+    """A recomputed value's sizes as forward expressions: numbers where static, else the size of
+    the tensor an index read takes that dimension from."""
+    v = program.values[value]
+    node = program.producer[value]
+    read = read_of(program, node)
+    if not v.symbolic:
+        return [str(s) for s in v.shape]
+    if read is not None:
+        xe = program.expr(read.x)
+        kept = [f"{xe}.shape[{d}]" for d in range(len(read.entries)) if d not in read.indexed]
+        first, b = read.first, read.b
+        return kept[:first] + [str(s) for s in v.shape[first:first + b]] + kept[first:]
+    rank = len(v.shape)
+    out = []
+    for d, size in enumerate(v.shape):  # an elementwise node: the dim from an input varying along it
+        source = "1" if size == 1 and d not in v.symbolic else None
+        for a in _tensor_args(node):
+            av = program.values[a]
+            e = d - (rank - len(av.shape))
+            if source is None and e >= 0 and (av.shape[e] != 1 or e in av.symbolic):
+                source = shape_exprs(program, a)[e] if _made_by(program, a, program.recomputed) else \
+                    f"{program.expr(a)}.shape[{e}]"
+        out.append(source or str(size))
+    return out
+
+
+def shape_source(program, value: str) -> str:
+    """A tensor's shape as forward writes it: `x.shape`, or a recomputed value's sizes (it is
+    never stored)."""
+    if _made_by(program, value, program.recomputed):
+        sizes = shape_exprs(program, value)
+        return f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
+    return f"{program.tensor_expr(value)}.shape"
+
+
+def size_source(program, value: str, d: int) -> str:
+    """Its size along dim d, as forward writes it."""
+    if _made_by(program, value, program.recomputed):
+        return shape_exprs(program, value)[d]
+    return f"{program.tensor_expr(value)}.shape[{d}]"
+
+
+def aligned(program, value: str, idx: list[str]) -> list[str]:
+    """`value`'s indices, given those of a shape it broadcasts to (aligned right): a size-1 dim
+    is read at 0 (a symbolic one is the batch traced at 1: it follows)."""
+    v = program.values[value]
+    lead = len(idx) - len(v.shape)
+    return [idx[lead + d] if (s != 1 or d in v.symbolic) else "0" for d, s in enumerate(v.shape)]
+
+
+class Evaluator:
+    """Kernel lines computing recomputed values at given indices. `local` names the kernel
+    parameters of each tensor read through computed positions (`{local}_ptr`, `{local}_s{d}`);
+    `mask` and `zero` (a block of zeros of the tile's shape) come from the template."""
+
+    def __init__(self, program, local: dict[str, str], mask: str, zero: str, prefix: str = "_r"):
+        self.program = program
+        self.local = local
+        self.mask, self.zero = mask, zero
+        self.prefix = prefix
+        self.lines: list[str] = []
+        self._memo: dict[tuple, str] = {}
+
+    def at(self, value: str, idx: list[str]) -> str:
+        """A kernel variable holding `value` at indices `idx` (one per dim of `value`)."""
+        key = (value, tuple(idx))
+        if key not in self._memo:
+            expr = self._expression(self.program.producer[value], value, idx)
+            if not expr.isidentifier():  # (a view is its source's variable)
+                var = f"{self.prefix}{len(self.lines)}"
+                self.lines.append(f"{var} = {expr}")
+                expr = var
+            self._memo[key] = expr
+        return self._memo[key]
+
+    def _expression(self, node, value: str, idx: list[str]) -> str:
+        program = self.program
+        out = program.values[value]
+        if node.target in ARANGES:
+            start, step = {"aten.arange.default": (0, 1), "aten.arange.start": (node.args[0], 1),
+                           "aten.arange.start_step": (node.args[0], node.args[2] if len(node.args) > 2 else 1)
+                           }[node.target]
+            i = f"{idx[0]}.to({_TL[out.dtype]})" if idx[0] != "0" else "0"
+            if "float" in out.dtype:
+                start, step = float(start), float(step)
+            return f"({i} * {step!r} + {start!r})"
+        if node.target in RESHAPES or node.target in EXPANDS:
+            src = next(v for v in program.inputs_of(node) if program.is_tensor(v))
+            sv = program.values[src]
+            if _non_one(sv.shape) == _non_one(out.shape):
+                kept = iter(i for i, s in zip(idx, out.shape) if s != 1)
+                return self.at(src, [next(kept) if s != 1 else "0" for s in sv.shape])
+            return self.at(src, aligned(program, src, idx))
+        read = read_of(program, node)
+        if read is not None:
+            return self._read(read, idx)
+        from .pointwise import node_expression  # (pointwise imports this module)
+        env = {v: self.at(v, aligned(program, v, idx)) for v in program.inputs_of(node) if program.is_tensor(v)}
+        expr = node_expression(program, node, env)
+        if out.dtype in _TL and "float" not in out.dtype and node.op != "to_dtype":  # integers stay integral (a
+            expr = f"({expr}).to({_TL[out.dtype]})"  # clamp's bounds are written as floats)
+        return expr
+
+    def _read(self, read: Read, idx: list[str]) -> str:
+        """A read at recomputed positions: one load through the tensor's strides."""
+        program = self.program
+        xv = program.values[read.x]
+        first, b = read.first, read.b
+        positions = {}
+        for d in read.indexed:
+            e = read.entries[d]
+            at = self.at(e, aligned(program, e, idx[first:first + b]))
+            positions[d] = f"tl.where({at} < 0, {at} + {xv.shape[d]}, {at})"  # negative: from the end
+        rest = iter(i for o, i in enumerate(idx) if not first <= o < first + b)
+        if _made_by(program, read.x, program.recomputed):  # a table of positions: computed there
+            return self.at(read.x, [positions[d] if d in positions else next(rest) for d in range(len(xv.shape))])
+        g = self.local[read.x]
+        terms = [f"{positions[d] if d in positions else next(rest)} * {g}_s{d}" for d in range(len(xv.shape))]
+        offset = " + ".join(t for t in terms if not t.startswith("0 *")) or "0"
+        return f"tl.load({g}_ptr + {offset} + {self.zero}, mask={self.mask}, other=0)"
+
+
+def gathered_check(program, x: str, values: list[str], shape: str, rank: int, named: str) -> tuple[str, str]:
+    """(got, want) forward expressions for tensor `x`, which recomputing `values` reads at
+    computed positions inside a kernel over an output of `shape` (a forward expression, `rank`
+    dims; the reads broadcast to it, aligned right): its indexed dims have the sizes the
+    positions were computed for, the others the output's sizes they are read at."""
+    xv = program.values[x]
+    want = [None] * len(xv.shape)
+    for node in cone(program, values):
+        read = read_of(program, node)
+        if read is None or read.x != x:
+            continue
+        lead = rank - len(program.values[node.outputs[0]].shape)
+        kept = [d for d in range(len(xv.shape)) if d not in read.indexed]
+        for j, d in enumerate(kept):
+            o = j if j < read.first else j + read.b
+            want[d] = "1" if xv.shape[d] == 1 and d not in xv.symbolic else f"{shape}[{lead + o}]"
+        for d in read.indexed:
+            want[d] = str(xv.shape[d])
+    return f"{named}.shape", "(" + ", ".join(want) + ("," if len(want) == 1 else "") + ")"
