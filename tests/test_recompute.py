@@ -79,11 +79,17 @@ CASES = [
     ('F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=True) * 2.0', "torch.randn(2, 3, 5, 4)", []),
     ('torch.relu(F.interpolate(x, size=(9,), mode="linear"))', "torch.randn(2, 3, 5)", []),
     ('F.interpolate(x, scale_factor=(2, 1.5), mode="bicubic") + 1.0', "torch.randn(1, 2, 4, 6)", []),
+    # a position that is one number (the load still a block), and a table read beside its producer:
+    # the kernel that makes relu(x) must not also read it at computed positions
+    ("x.index_select(0, torch.arange(2, 3, device=x.device))", "torch.randn(5)", ["index_select"]),
     # positions read by index_select, embedding and gather as their index: computed in their kernel
     ("x.index_select(1, (torch.arange(x.shape[1], device=x.device) + 5) % 7)", "torch.randn(4, 7)",
      ["index_select"]),
     ("F.embedding(torch.arange(5, device=x.device).view(1, 5) * 2, x)", "torch.randn(12, 3)", ["embedding"]),
     ("torch.gather(x, 1, (3 - torch.arange(4, device=x.device)).expand(3, 4))", "torch.randn(3, 4)", ["gather"]),
+    # a causal mask made from two aranges, in the softmax's prologue (the rows template)
+    ("torch.softmax(x.masked_fill(torch.arange(6, device=x.device)[None, :] > "
+     "torch.arange(6, device=x.device)[:, None], float('-inf')), -1)", "torch.randn(2, 6, 6)", ["softmax"]),
     # a table that is itself position arithmetic (linspace), read at arange's positions
     ("x + torch.linspace(0.0, 1.0, 10, device=x.device)[torch.arange(x.shape[1], device=x.device) % 10]",
      "torch.randn(3, 7)", []),
@@ -110,6 +116,54 @@ def test_a_table_read_at_positions_is_read_in_the_kernel(cpu_verifier, expr, inp
     assert "torch.arange" not in cand.source and len(cand.plan) == 1, cand.plan
 
 
+def test_a_tensor_is_not_read_at_positions_by_the_kernel_that_writes_it(cpu_verifier):
+    src = source("(y := torch.relu(x)) + y.index_select(1, torch.arange(x.shape[1] - 1, -1, -1, device=x.device))",
+                 "torch.randn(6, 3)")
+    cand = check(cpu_verifier, src, ["relu"])
+    assert len(cand.plan) == 2, cand.plan  # relu stored first, then read back in reverse
+
+
+def test_a_loss_prologue_with_positions(cpu_verifier):
+    src = source("F.mse_loss(x * 2.0 + torch.arange(x.shape[1], device=x.device).float(), y)",
+                 "torch.randn(4, 6), torch.randn(4, 6)", args="x, y")
+    check(cpu_verifier, src, ["mse_loss"])
+
+
+def _load(source: str, tmp_path):
+    path = tmp_path / "converted.py"  # (Triton reads a kernel's source from its file)
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("converted", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_positions_made_for_fixed_sizes_refuse_other_sizes(tmp_path, monkeypatch):
+    # the positions have 3 rows, traced beside a batch of 3: a batch of 1 (which PyTorch would
+    # broadcast to 3) or 8 (which PyTorch refuses) must not be computed at the wrong size
+    src = source("y + self.t[torch.arange(3, device=y.device), :, torch.arange(3, device=y.device) + 1]",
+                 "torch.randn(3, 5)", args="y", init="self.t = nn.Parameter(torch.randn(4, 5, 6))")
+    _, cand = first_candidate(src)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # (read as the kernels are defined)
+    model = _load(cand.source, tmp_path).ModelNew()
+    y = torch.randn(3, 5)
+    torch.testing.assert_close(model(y), y + model.t[torch.arange(3), :, torch.arange(3) + 1])
+    for batch in (1, 8):
+        with pytest.raises(ValueError, match="computes positions for sizes"):
+            model(torch.randn(batch, 5))
+
+
+def test_fragments_at_other_positions_have_other_keys():
+    keys = []
+    for start in (0, 2):
+        src = source(f"x + x[:, torch.arange({start}, {start} + 4, device=x.device)] * 2.0", "torch.randn(3, 6)")
+        problem, graph, _ = capture(src.replace("x + x[", "x[:, :4] + x["))
+        program = Program(graph)
+        frag = next(f for f in program.fragments() if f.kind == "pointwise")
+        keys.append(fragment_task(program, frag, problem).key)
+    assert keys[0] != keys[1]
+
+
 def test_interpolation_merges_into_the_convolution_epilogue(cpu_verifier):
     problem, graph, _ = capture(FPN)
     program = Program(graph)
@@ -127,12 +181,7 @@ def test_a_position_embedding_is_read_in_the_sum(cpu_verifier):
 
 def test_a_wrongly_shaped_input_gets_a_clear_error(tmp_path):
     problem, cand = first_candidate(FPN)
-    path = tmp_path / "converted.py"  # (Triton reads a kernel's source from its file)
-    path.write_text(cand.source)
-    spec = importlib.util.spec_from_file_location("converted", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    model = module.ModelNew()
+    model = _load(cand.source, tmp_path).ModelNew()
     with pytest.raises(ValueError, match="coarse has shape"):
         model(torch.randn(2, 3, 5, 5), torch.randn(2, 3, 8, 10))  # positions computed for 4 x 5
 

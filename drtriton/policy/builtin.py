@@ -125,6 +125,8 @@ def _chains(program: Program, first: Fragment, then: Fragment) -> bool:
     reads what `first` computes, over the same shape, and the two fit in one fragment."""
     if then.kind != "pointwise" or len(first.nodes) + len(then.nodes) > MAX_FRAGMENT_OPS:
         return False
+    if program.gathers_inside(then.nodes, first.nodes + then.nodes):
+        return False  # (it reads a tensor `first` writes at computed positions)
     last = first.nodes[-1].outputs[0]
     made = {o for n in first.nodes for o in n.outputs}
     reads_first = any(v in made for v in program.inputs_of(then.nodes[0]))

@@ -41,6 +41,15 @@ def _rename(args, names: dict[str, str]):
     return args
 
 
+def _literals(args):
+    """A node's arguments with its tensors left out: what it computes them with."""
+    if isinstance(args, dict) and "value" in args:
+        return "tensor"
+    if isinstance(args, list):
+        return [_literals(a) for a in args]
+    return args
+
+
 def _draw(v: Value, fqn: str | None) -> str:
     shape = tuple(v.shape)
     if v.dtype in ("torch.int64", "torch.int32"):
@@ -110,7 +119,10 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
         "    return []",
         "",
     ])
-    key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" for n in members) + "|" + \
+    # (a recomputed arange's start and length are arguments, not attributes)
+    recomputed = {n.name for n in members} - inside
+    key = "|".join(f"{n.target}:{sorted(n.attrs.items())!r}" + (f":{_literals(n.args)!r}" if n.name in recomputed else "")
+                   for n in members) + "|" + \
           ",".join(str(program.values[v].shape) for v in externals)
     problem = from_source(source, "Model", name=f"{parent.name}: {frag.label}", origin=parent.origin)
     return FragmentTask(problem, graph, frag.label, key, externals, outputs)

@@ -146,7 +146,6 @@ class Broadcast:
             dims.append(recompute.size_source(self.program, source, d - lead) if source else "1")
         return tuple_source(dims)
 
-
     def strided_args(self, value: str, shape: str, local: str, expr: str | None = None,
                      beside: str = "an output") -> tuple[list[str], list[str]]:
         """(forward lines, kernel arguments) passing `value` with its own strides, one per dim of
@@ -231,7 +230,7 @@ class PointwiseBlock:
         self.local: dict[str, str] = {}
         taken = {r.removesuffix("_ptr") for r in reserved}
         self.gathered_local: dict[str, str] = {}
-        for v, names in [(v, self.local) for v in self.operands + self.scalars] + \
+        for v, naming in [(v, self.local) for v in self.operands + self.scalars] + \
                 [(v, self.gathered_local) for v in self.gathered]:
             expr = program.expr(v).replace("self.", "")
             base = re.sub(r"\W+", "_", expr if len(expr) <= 40 else v).strip("_") or "t"  # net[0].w -> net_0_w
@@ -239,7 +238,7 @@ class PointwiseBlock:
             while name in taken:
                 name, i = f"{base}_{i}", i + 1
             taken.add(name)
-            names[v] = name
+            naming[v] = name
 
     # -- kernel side -------------------------------------------------------------------------
     def full(self, value: str) -> bool:
@@ -335,9 +334,21 @@ class PointwiseBlock:
             named = e if e.isidentifier() else f"_{self.gathered_local[v]}"
             if named != e:
                 prelude.append(f"{named} = {e}")
-            got, want = recompute.gathered_check(self.program, v, self.recomputed, shape, len(self.shape), named)
-            prelude += shape_check(e, named, got, want, shape)
+            sizes = recompute.gathered_check(self.program, v, self.recomputed, shape, len(self.shape))
+            dims = tuple(d for d, _ in sizes)
+            want = tuple_source([size for _, size in sizes])
+            prelude += shape_check(e, named, tuple_source([f"{named}.shape[{d}]" for d in dims]), want, shape,
+                                   wanted=f"sizes {{{want}}} along dims {dims}")
             args += [named, f"*{named}.stride()"]
+        fixed = recompute.fixed_sizes(self.program, self.recomputed, len(self.shape))
+        if fixed:  # positions computed for these sizes: the output must have them
+            dims = sorted(fixed)
+            got = tuple_source([f"{shape}[{d}]" for d in dims])
+            want = tuple_source([str(fixed[d]) for d in dims])
+            prelude += [f"if {got} != {want}:",
+                        f"    raise ValueError(f\"the output has shape {{tuple({shape})}} where this module computes "
+                        f"positions for sizes {want} along dims {tuple(dims)} (convert it again with inputs shaped "
+                        "as you call it)\")"]
         return prelude, args + [self.program.expr(v) for v in self.scalars]
 
 

@@ -144,6 +144,13 @@ class Program:
             out += recompute.gathered(self, [v]) if self.is_recomputed(v) else [v]
         return out
 
+    def gathers_inside(self, nodes: list[Node], inside: list[Node]) -> bool:
+        """Whether the recomputed values `nodes` read are read at computed positions from a tensor
+        `inside` computes: one kernel would read it while it writes it."""
+        made = {o for n in inside for o in n.outputs}
+        recomputed = [v for n in nodes for v in self.inputs_of(n) if self.is_recomputed(v)]
+        return any(v in made for v in recompute.gathered(self, recomputed))
+
     def used_outside(self, value: str, inside: set[str]) -> bool:
         """Whether `value` is needed by a node outside `inside` (names) or is a graph output."""
         if value in self.graph.outputs:
@@ -203,6 +210,8 @@ class Program:
         if not candidates:
             return None
         frag = candidates[-1]
+        if self.gathers_inside([node], frag.nodes):
+            return None
         # every other tensor input must be computed before the fragment runs, not inside it later
         inside = {n.name for n in frag.nodes}
         for name in self.reads(node):
@@ -240,6 +249,8 @@ class Program:
         if self.inputs_of(frag.anchor)[0] not in {o for n in pre.nodes for o in n.outputs}:
             return False
         if frag.kind == "pool" and not self._disjoint_windows(frag.anchor):
+            return False
+        if self.gathers_inside(pre.nodes + frag.nodes, pre.nodes + frag.nodes):
             return False
         inside = {n.name for n in pre.nodes} | {frag.anchor.name}
         return not any(self.used_outside(out, inside) for n in pre.nodes for out in n.outputs)

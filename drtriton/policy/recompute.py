@@ -36,16 +36,6 @@ MAX_CONE = 256
 _TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
 
 
-def _tensor_args(node) -> list[str]:
-    out = []
-    for a in node.args:
-        if isinstance(a, dict) and "value" in a:
-            out.append(a["value"])
-        elif isinstance(a, list):
-            out += [x["value"] for x in a if isinstance(x, dict) and "value" in x]
-    return out
-
-
 @dataclass
 class Read:
     """A read of tensor `x` at positions from index tensors: advanced indexing `x[i, :, j]`,
@@ -91,6 +81,14 @@ def read_of(program, node) -> Read | None:
     return Read(x, entries, b, indexed[0] if adjacent else 0)
 
 
+def _arange_start_step(node) -> tuple | None:
+    """An arange's start and step when both are numbers (its length is its output's size)."""
+    args = node.args
+    start, step = {"aten.arange.default": (0, 1), "aten.arange.start": (args[0], 1),
+                   "aten.arange.start_step": (args[0], args[2] if len(args) > 2 else None)}[node.target]
+    return (start, step) if _number(start) and _number(step) else None
+
+
 def _static(value) -> bool:
     return not value.symbolic and None not in value.shape
 
@@ -125,10 +123,8 @@ class _Kinds:
             return None
         out = program.values[n.outputs[0]]
         if n.target in ARANGES:
-            starts = {"aten.arange.default": [], "aten.arange.start": n.args[:1],
-                      "aten.arange.start_step": [n.args[0], n.args[2]] if len(n.args) > 2 else [None]}[n.target]
-            fits = _static(out) and len(out.shape) == 1 and out.dtype in _TL and all(_number(a) for a in starts)
-            return "position" if fits else None
+            fits = _static(out) and len(out.shape) == 1 and out.dtype in _TL
+            return "position" if fits and _arange_start_step(n) is not None else None
         if n.target in RESHAPES or n.target in EXPANDS:
             ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
             if len(ins) != 1 or self.candidate.get(ins[0]) != "position" or not _static(out):
@@ -214,7 +210,7 @@ def cone(program, values: list[str], recomputed: set[str] | None = None) -> list
         if prod is None or prod.name not in recomputed or prod.name in seen:
             continue
         seen.add(prod.name)
-        need += _tensor_args(prod)
+        need += program.inputs_of(prod)
     return [n for n in program.nodes if n.name in seen]
 
 
@@ -248,14 +244,14 @@ def shape_exprs(program, value: str) -> list[str]:
         return kept[:first] + [str(s) for s in v.shape[first:first + b]] + kept[first:]
     rank = len(v.shape)
     out = []
+    ins = [a for a in program.inputs_of(node) if program.is_tensor(a)]  # (all recomputed)
     for d, size in enumerate(v.shape):  # an elementwise node: the dim from an input varying along it
         source = "1" if size == 1 and d not in v.symbolic else None
-        for a in _tensor_args(node):
+        for a in ins:
             av = program.values[a]
             e = d - (rank - len(av.shape))
             if source is None and e >= 0 and (av.shape[e] != 1 or e in av.symbolic):
-                source = shape_exprs(program, a)[e] if _made_by(program, a, program.recomputed) else \
-                    f"{program.expr(a)}.shape[{e}]"
+                source = shape_exprs(program, a)[e]
         out.append(source or str(size))
     return out
 
@@ -264,8 +260,7 @@ def shape_source(program, value: str) -> str:
     """A tensor's shape as forward writes it: `x.shape`, or a recomputed value's sizes (it is
     never stored)."""
     if _made_by(program, value, program.recomputed):
-        sizes = shape_exprs(program, value)
-        return f"({', '.join(sizes)}{',' if len(sizes) == 1 else ''})"
+        return _tuple(shape_exprs(program, value))
     return f"{program.tensor_expr(value)}.shape"
 
 
@@ -313,9 +308,8 @@ class Evaluator:
         program = self.program
         out = program.values[value]
         if node.target in ARANGES:
-            start, step = {"aten.arange.default": (0, 1), "aten.arange.start": (node.args[0], 1),
-                           "aten.arange.start_step": (node.args[0], node.args[2] if len(node.args) > 2 else 1)
-                           }[node.target]
+            start, step = _arange_start_step(node)
+            # (PyTorch computes a float arange in a wider type and rounds once: at most an ulp apart)
             i = f"{idx[0]}.to({_TL[out.dtype]})" if idx[0] != "0" else "0"
             if "float" in out.dtype:
                 start, step = float(start), float(step)
@@ -356,13 +350,13 @@ class Evaluator:
         return f"tl.load({g}_ptr + {offset} + {self.zero}, mask={self.mask}, other=0)"
 
 
-def gathered_check(program, x: str, values: list[str], shape: str, rank: int, named: str) -> tuple[str, str]:
-    """(got, want) forward expressions for tensor `x`, which recomputing `values` reads at
-    computed positions inside a kernel over an output of `shape` (a forward expression, `rank`
-    dims; the reads broadcast to it, aligned right): its indexed dims have the sizes the
-    positions were computed for, the others the output's sizes they are read at."""
+def gathered_check(program, x: str, values: list[str], shape: str, rank: int) -> list[tuple[int, str]]:
+    """(dim, size) pairs for tensor `x`, which recomputing `values` reads at computed positions
+    inside a kernel over an output of `shape` (a forward expression, `rank` dims; the reads
+    broadcast to it, aligned right): an indexed dim must have the size its positions were
+    computed for, another dim the output's size it is read at. In dim order."""
     xv = program.values[x]
-    want = [None] * len(xv.shape)
+    want: list[tuple[int, str]] = []
     for node in cone(program, values):
         read = read_of(program, node)
         if read is None or read.x != x:
@@ -371,7 +365,21 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int, na
         kept = [d for d in range(len(xv.shape)) if d not in read.indexed]
         for j, d in enumerate(kept):
             o = j if j < read.first else j + read.b
-            want[d] = "1" if xv.shape[d] == 1 and d not in xv.symbolic else f"{shape}[{lead + o}]"
-        for d in read.indexed:
-            want[d] = str(xv.shape[d])
-    return f"{named}.shape", "(" + ", ".join(want) + ("," if len(want) == 1 else "") + ")"
+            want.append((d, "1" if xv.shape[d] == 1 and d not in xv.symbolic else f"{shape}[{lead + o}]"))
+        want += [(d, str(xv.shape[d])) for d in read.indexed]
+    return sorted(set(want))
+
+
+def _tuple(parts: list[str]) -> str:
+    return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+
+def fixed_sizes(program, values: list[str], rank: int) -> dict[int, int]:
+    """The sizes recomputed `values` were made for, by dim of an output of `rank` dims they
+    broadcast to (aligned right): each static size other than 1."""
+    fixed = {}
+    for v in values:
+        vv = program.values[v]
+        lead = rank - len(vv.shape)
+        fixed.update({lead + e: s for e, s in enumerate(vv.shape) if s != 1 and e not in vv.symbolic})
+    return fixed

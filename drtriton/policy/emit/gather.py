@@ -62,9 +62,9 @@ def index_tensors(program: Program, src: Source, values: list[str], space: Index
     reads, evaluator = [], recompute.Evaluator(program, {}, space.mask, f"({space.flat}) * 0", "_ix")
     for k, v in enumerate(values):
         dims = bc.varying(v)
-        if program.is_recomputed(v):
+        if program.is_recomputed(v):  # (plus a block of zeros: a position may be one number)
             idx = [space.index(first + e) if e in dims else "0" for e in range(len(bc.shape))]
-            reads.append(evaluator.at(v, recompute.aligned(program, v, idx)))
+            reads.append(f"{evaluator.at(v, recompute.aligned(program, v, idx))} + ({space.flat}) * 0")
             continue
         lines, args = bc.strided_args(v, "_ishape", f"_i{k}", program.tensor_expr(v), "indices broadcast to a shape")
         src.prelude += lines
@@ -131,7 +131,7 @@ def _position(program: Program, src: Source, name: str, index: str, dims: list[i
         evaluator = recompute.Evaluator(program, {}, space.mask, f"({space.flat}) * 0", f"_{name}")
         value = evaluator.at(index, recompute.aligned(program, index, [space.index(d) for d in dims]))
         src.lines += evaluator.lines
-        return value
+        return f"{value} + ({space.flat}) * 0"  # a block, though the position may be one number
     strides = _tensor(src, name, program.tensor_expr(index), len(dims))
     return f"tl.load({name}_ptr + {_offset([(space.index(d), s) for d, s in zip(dims, strides)])}, mask=mask, other=0)"
 

@@ -135,7 +135,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     o = program.expr(out)
     rank = len(xs)
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
-    strided = any(not block.full(v) for v in block.operands)  # some operand needs index math
+    # some operand needs index math (a recomputed one always does)
+    strided = bool(block.recomputed) or any(not block.full(v) for v in block.operands)
 
     def load(offs: str, mask: str) -> list[str]:
         """The loss's float operands at `offs` (prologue computed): xv, then yv and zv."""
