@@ -35,6 +35,18 @@ def test_timed_inputs_are_new_every_call_except_the_repeats(relu_runtime):
     assert kinds == {True, False} or len(timed.replays) < 4  # both identity and content repeats
 
 
+def test_a_repeated_call_follows_the_same_host_work_as_a_new_one(relu_runtime, monkeypatch):
+    # inputs are made before every call, repeated or not: a repeat after less work ran faster on a
+    # busy host (its caches warmer), which the replay check took for remembered results
+    made = []
+    make = relu_runtime.make_inputs
+    monkeypatch.setattr(relu_runtime, "make_inputs", lambda *a, **k: made.append(1) or make(*a, **k))
+    timed = TimedInputs(relu_runtime, random.Random(0), calls=40)
+    for i in range(40):
+        timed.next(i)
+    assert len(timed.replays) >= MIN_REPLAYS + 1 and len(made) == 40
+
+
 def test_short_or_lean_timing_runs_repeat_nothing(relu_runtime):
     assert TimedInputs(relu_runtime, random.Random(0), calls=5).replays == set()
     lean = TimedInputs(relu_runtime, random.Random(0), calls=100, replays=False)
