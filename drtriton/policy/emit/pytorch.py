@@ -56,9 +56,9 @@ def callable_name(target: str) -> str:
 
 def emit(program: Program, frag: Fragment, config: dict | None = None, names=None) -> Emitted:
     lines = []
-    names = {n.name for n in frag.nodes}
+    own = {n.name for n in frag.nodes}
     # index arithmetic the kernels would have recomputed: computed here first
-    first = [n for n in program.recomputed_for(frag.nodes) if n.name not in names]
+    first = [n for n in program.recomputed_for(frag.nodes) if n.name not in own]
     for node in first + frag.nodes:
         outs = ", ".join(program.expr(o) for o in node.outputs)
         if node.returns_tuple:
