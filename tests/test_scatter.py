@@ -90,6 +90,16 @@ def test_index_put_on_a_middle_axis(cpu_verifier):
           ["index_put"])
 
 
+def test_index_put_values_broadcast_through_their_strides(cpu_verifier):
+    """x[i, :] = v with v a row (or a column of one) broadcast over the positions: passed with its
+    own strides after a check of its shape, no expand in forward."""
+    cand = check(cpu_verifier, source("torch.index_put(x, (i,), v)", "torch.randn(7, 5), torch.randperm(7)[:3], "
+                                      "torch.randn(5)", "x, i, v"), ["index_put"], second=False)
+    assert ".expand(" not in cand.source and "v has shape" in cand.source
+    check(cpu_verifier, source("torch.index_put(x, (i,), v, accumulate=True)", "torch.randn(7, 5), "
+                               "torch.randint(-7, 7, (4,)), torch.randn(4, 1)", "x, i, v"), ["index_put"], second=False)
+
+
 @pytest.mark.parametrize("expr,inputs,args", [
     ("torch.index_add(x, 1, i, s, alpha=2.0)", "torch.randn(6, 8), torch.randint(0, 8, (10,)), torch.randn(6, 10)",
      "x, i, s"),

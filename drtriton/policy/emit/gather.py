@@ -37,6 +37,7 @@ class Source:
     args: list[str] = field(default_factory=list)
     out_shape: str = ""
     prelude: list[str] = field(default_factory=list)  # forward lines before the output shape
+    checks: list[str] = field(default_factory=list)  # forward lines after it (checks against it)
 
 
 def _tensor(src: Source, name: str, expr: str, rank: int) -> list[str]:

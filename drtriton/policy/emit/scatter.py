@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ...ops.elementwise import _TL_DTYPES
 from ...ops.operator import float_source
-from ..pointwise import IndexSpace, PointwiseBlock
+from ..pointwise import Broadcast, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import WIDE, Emitted, Names, Unsupported, empty, flat_blocks, stored_values
 from .gather import Source, _offset, _tensor, index_tensors
@@ -79,19 +79,26 @@ def _literal(value, dtype: str) -> str:
 
 
 def _value(program: Program, src: Source, arg, space: IndexSpace, rank: int, dtype: str,
-           shape: str | None) -> None:
-    """The element stored: a tensor read through its strides at the element's position (expanded
-    to `shape` on the launch side first, when given: broadcast axes get stride 0), or a number
-    written into the kernel. Leaves `val`."""
+           broadcast: Broadcast | None = None) -> None:
+    """The element stored: a tensor read through its strides at the element's position (with a
+    `broadcast` to the positions' shape, `_space` in forward: passed with its own strides after a
+    check of its shape, stride 0 along the dims it does not vary in), or a number written into
+    the kernel. Leaves `val`."""
     if isinstance(arg, dict) and "value" in arg and program.is_tensor(arg["value"]):
         v = arg["value"]
         if program.values[v].dtype != dtype:
             raise Unsupported(f"a {program.values[v].dtype} source stored into {dtype}")
-        if shape is None and len(program.values[v].shape) != rank:
-            raise Unsupported("a scatter source of another rank than its index")
-        e = program.expr(v)
-        vs = _tensor(src, "v", e if shape is None else f"{e}.expand({shape})", rank)
-        pos = _offset([(space.index(d), vs[d]) for d in range(rank)])
+        if len(program.values[v].shape) > rank or (broadcast is None and len(program.values[v].shape) != rank):
+            raise Unsupported("a source of another rank than its positions")
+        if broadcast is None:
+            vs = _tensor(src, "v", program.expr(v), rank)
+        else:
+            lines, args = broadcast.strided_args(v, "_space", "_v", beside="the positions it is stored at")
+            src.checks += lines
+            src.params += ["v_ptr"] + [f"v_s{d}" for d in range(rank)]
+            src.args += args
+            vs = [f"v_s{d}" if d in broadcast.varying(v) else "0" for d in range(rank)]
+        pos = _offset([(space.index(d), vs[d]) for d in range(rank) if vs[d] != "0"])
         src.lines.append(f"val = tl.load(v_ptr + {pos}, mask=ok, other=0)")
         return
     if isinstance(arg, dict) and "value" in arg and program.values[arg["value"]].kind == "node":
@@ -163,7 +170,14 @@ def _index_put(program: Program, node, space: IndexSpace, rank: int, dtype: str)
         else:
             terms.append((space.index(next(rest)), f"out_s{d}"))
     src.lines.append(f"dest = {_offset(terms)}")
-    _value(program, src, node.args[2], space, rank, dtype, "_space")
+    # the positions' shape as capture saw it: x's kept dims around the index tensors' broadcast
+    xv, ibc = program.values[x], Broadcast.of(program, [entries[d]["value"] for d in indexed])
+    kept_dims = [d for d in range(x_rank) if d not in indexed]
+    sizes = [xv.shape[d] for d in kept_dims]
+    symbolic = {j if j < first else j + b for j, d in enumerate(kept_dims) if d in xv.symbolic}
+    positions = Broadcast(program, sizes[:first] + ibc.shape + sizes[first:],
+                          symbolic | {first + e for e in ibc.symbolic})
+    _value(program, src, node.args[2], space, rank, dtype, positions)
     return src
 
 
@@ -257,6 +271,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                          f"{out}.numel() > {WIDE}")
     lines += src.prelude
     lines.append(f"_space = {src.out_shape}")
+    lines += src.checks
     lines.append("_n = math.prod(_space)")
     out_params = ["out_ptr"] + [f"out_s{d}" for d in range(rank)]
     out_args = [out, f"*{out}.stride()"]
