@@ -60,12 +60,13 @@ def index_tensors(program: Program, src: Source, values: list[str], space: Index
     element as a kernel expression."""
     bc = Broadcast.of(program, values)
     src.prelude.append(f"_ishape = {bc.shape_source(values)}")
-    reads, evaluator = [], recompute.Evaluator(program, {}, space.mask, f"({space.flat}) * 0", "_ix")
+    reads = []
     for k, v in enumerate(values):
         dims = bc.varying(v)
-        if program.is_recomputed(v):  # (plus a block of zeros: a position may be one number)
-            idx = [space.index(first + e) if e in dims else "0" for e in range(len(bc.shape))]
-            reads.append(f"{evaluator.at(v, recompute.aligned(program, v, idx))} + ({space.flat}) * 0")
+        if program.is_recomputed(v):  # its dims are the output's from first on, aligned right
+            lead = first + len(bc.shape) - len(program.values[v].shape)
+            reads.append(_position(program, src, f"i{k}", v, list(range(lead, lead + len(program.values[v].shape))),
+                                   space))
             continue
         lines, args = bc.strided_args(v, "_ishape", f"_i{k}", program.tensor_expr(v), "indices broadcast to a shape")
         src.prelude += lines
@@ -73,7 +74,6 @@ def index_tensors(program: Program, src: Source, values: list[str], space: Index
         src.args += args
         position = _offset([(space.index(first + e), f"i{k}_s{e}") for e in dims])
         reads.append(f"tl.load(i{k}_ptr + {position}, mask=mask, other=0)")
-    src.lines += evaluator.lines
     return reads
 
 
