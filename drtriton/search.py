@@ -221,6 +221,9 @@ class Search:
             yield from self._done(f"cannot capture the module: {e}")
             return
         program = Program(graph)
+        for note in program.notes:  # what the program gave up on (the result's notes keep it)
+            self.notes.append(note)
+            yield Event("status", {"message": note})
         covered = sum(1 for n in program.nodes if n.op is not None)
         yield Event("status", {"message": f"captured {len(program.nodes)} operators "
                                           f"({covered} in the vocabulary)"})

@@ -230,3 +230,151 @@ def test_positions_read_by_a_template_that_cannot_compute_them_are_stored():
     kinds = [f.kind for f in program.fragments()]
     assert "indexing" in kinds, kinds  # the upsampled tensor is made, its positions recomputed in it
     assert not any(n.target == "aten._unsafe_index.Tensor" for n in program.nodes if n.name in program.recomputed)
+
+
+def test_a_failing_classification_leaves_the_positions_stored_and_says_so(cpu_verifier, monkeypatch):
+    # a bug in recomputed_nodes must cost the fusion, not the conversion: the program keeps
+    # every value stored (as before recompute existed), and the search's result says why
+    from drtriton import search as search_module
+    from drtriton.policy import recompute
+    from drtriton.problem import from_source
+
+    def broken(program):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(recompute, "recomputed_nodes", broken)
+    _, graph, _ = capture(FPN)
+    program = Program(graph)
+    assert program.recomputed == set()
+    (note,) = program.notes
+    assert note.startswith("index arithmetic stored, not recomputed (KeyError: 'a bug' (test_recompute.py:"), note
+    assert len(program.fragments()) > 1  # positions and reads are fragments of their own again
+    s = search_module.Search(from_source(FPN), cpu_verifier, search_module.SearchConfig(mode="strict", budget_s=300))
+    events = list(s.run())
+    assert s.result.correct, s.result.reason
+    assert note in s.result.notes
+    assert note in [e.data.get("message") for e in events if e.kind == "status"]
+
+
+# -- cat read elementwise: each element loaded from its branch (rotary embeddings) --------------
+
+ROTARY = '''
+import torch
+import torch.nn as nn
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2 :]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        emb = torch.arange(6 * 8, dtype=torch.float32).view(6, 8) / 10.0
+        self.register_buffer("cos", emb.cos()[None, None], persistent=False)
+        self.register_buffer("sin", emb.sin()[None, None], persistent=False)
+
+    def forward(self, qkv):
+        q = qkv[:, :, :, 0].transpose(1, 2)  # a strided view: the branches load through strides
+        return q * self.cos + rotate_half(q) * self.sin
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 3, 2, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+CATS = [
+    # rotary embedding: the cat, the negation and both products in one kernel
+    (ROTARY, 1),
+    # three branches along dim 1, one of them broadcast from a smaller tensor and one computed
+    (source("torch.cat([x, torch.relu(y.expand(2, 2, 5)), x[:, :1] * 3.0], dim=1) + 1.0",
+            "torch.randn(2, 3, 5), torch.randn(1, 2, 5)", args="x, y"), 1),
+    # the cat read by two kernels (the softmax's prologue and an elementwise one): computed in each
+    (source("torch.softmax((c := torch.cat([x, -x], 1)) * 2.0, -1) + torch.exp(c)", "torch.randn(3, 4)"), None),
+]
+
+
+@pytest.mark.parametrize("src,kernels", CATS, ids=["rotary", "three_branches", "two_readers"])
+def test_a_cat_read_elementwise_is_computed_in_its_readers(cpu_verifier, src, kernels):
+    problem, graph, _ = capture(src)
+    program = Program(graph)
+    assert any(n.op == "cat" for n in program.nodes if n.name in program.recomputed)
+    cand = check(cpu_verifier, src, [])
+    assert "torch.cat" not in cand.source and "cat_kernel" not in cand.source
+    if kernels is not None:
+        assert len(cand.plan) == kernels, cand.plan
+
+
+def test_a_cat_stays_stored_where_it_is_an_output_or_has_many_branches(cpu_verifier):
+    many = source("torch.cat([x, x * 2.0, x * 3.0, x * 4.0, x * 5.0], 1) + 1.0", "torch.randn(2, 3)")
+    kept = source("((c := torch.cat([x, -x], 1)), c * 2.0)", "torch.randn(2, 3)")
+    for src in (many, kept):
+        _, graph, _ = capture(src)
+        program = Program(graph)
+        assert not any(n.op == "cat" for n in program.nodes if n.name in program.recomputed)
+        check(cpu_verifier, src, ["cat"])
+
+
+def test_a_rotary_kernel_refuses_a_wrongly_shaped_input(tmp_path, monkeypatch):
+    _, cand = first_candidate(ROTARY)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # (read as the kernels are defined)
+    model = _load(cand.source, tmp_path).ModelNew()
+    qkv = torch.randn(2, 6, 3, 2, 8)
+    q = qkv[:, :, :, 0].transpose(1, 2)
+    half = torch.cat((-q[..., 4:], q[..., :4]), -1)
+    torch.testing.assert_close(model(qkv), q * model.cos + half * model.sin)
+    with pytest.raises(ValueError, match="convert it again with inputs shaped as you call it"):
+        model(torch.randn(2, 6, 3, 2, 10))  # a head of 10: the branches were cut at 4
+
+
+def test_a_rotary_fragment_run_as_pytorch_or_posed_alone_computes_the_cat():
+    problem, graph, ns = capture(ROTARY)
+    program = Program(graph)
+    frags = [f for f in program.fragments() if f.kind != "view"]
+    assert [f.label for f in frags] == ["mul, mul, add"]  # one kernel, the cat and -x2 inside
+    (frag,) = frags
+    lines = pytorch.emit(program, frag).lines
+    assert any("aten.cat" in line for line in lines) and any("aten.neg" in line for line in lines)
+    task = fragment_task(program, frag, problem)
+    sub: dict = {}
+    exec(task.problem.source, sub)
+    model = ns["Model"]()
+    qkv = torch.randn(2, 6, 3, 2, 8)
+    q = qkv[:, :, :, 0].transpose(1, 2)
+    args = {"b_cos": model.cos, "b_sin": model.sin}
+    for v in task.inputs:  # q, and its two halves (slices made in forward, views passed in)
+        node = program.producer.get(v)
+        if node is not None and node.target == "aten.slice.Tensor":
+            args[v] = q[..., node.args[2]:node.args[3]]
+        elif node is not None:
+            args[v] = q
+    got = sub["Model"]()(*(args[v] for v in task.inputs))
+    torch.testing.assert_close(got, model(qkv))
+
+
+def test_pointwise_siblings_run_in_one_kernel(cpu_verifier):
+    cand = check(cpu_verifier, source("x * y + torch.exp(y) * z", "torch.randn(4, 5), torch.randn(4, 5), torch.randn(4, 5)",
+                                      args="x, y, z"), [])
+    assert len(cand.plan) == 1, cand.plan
+    # a sibling whose value another kernel needs first stays its own kernel
+    cand = check(cpu_verifier, source("(a := x * y) + torch.softmax(a, -1) * z",
+                                      "torch.randn(4, 5), torch.randn(4, 5), torch.randn(4, 5)", args="x, y, z"),
+                 ["softmax"])
+    assert len(cand.plan) >= 2, cand.plan
+
+
+def test_a_cat_branch_of_another_size_gets_a_clear_error(tmp_path, monkeypatch):
+    _, cand = first_candidate(source("torch.cat([x, y], 1) + 1.0", "torch.randn(2, 3), torch.randn(2, 2)", args="x, y"))
+    assert len(cand.plan) == 1, cand.plan
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = _load(cand.source, tmp_path).ModelNew()
+    x, y = torch.randn(2, 3), torch.randn(2, 2)
+    torch.testing.assert_close(model(x, y), torch.cat([x, y], 1) + 1.0)
+    with pytest.raises(ValueError, match=r"y has shape \(2, 4\) where this module reads one of sizes"):
+        model(x, torch.randn(2, 4))  # read only up to column 2: the rest would be left out silently

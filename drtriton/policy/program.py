@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from ..capture import ALLOCATIONS, VIEWS, Graph, Node, Value, is_scalar, value_refs
 from ..ops import VOCABULARY
+from ..errors import describe_exception
 from . import recompute
 
 MAX_FRAGMENT_OPS = 5
@@ -69,8 +70,13 @@ class Program:
         self.users = {v: [u for u in us if u.name in live] for v, us in graph.users().items()}
         self.producer = graph.producer()
         self._names: dict[str, str] = {}
+        self.notes: list[str] = []  # what code generation gave up on, and why (shown with each plan)
         # index arithmetic and reads through it, computed by the kernels that read them
-        self.recomputed: set[str] = recompute.recomputed_nodes(self)
+        try:
+            self.recomputed: set[str] = recompute.recomputed_nodes(self)
+        except Exception as e:  # a bug in the classification costs the fusion, not the conversion
+            self.recomputed = set()
+            self.notes.append(f"index arithmetic stored, not recomputed ({describe_exception(e)})")
 
     def same_shape(self, a: str, b: str) -> bool:
         """Two values of one shape at every input size: the same sizes at capture, symbolic in
@@ -175,6 +181,11 @@ class Program:
                 frag = Fragment([node], None, "torch")
             elif cat in POINTWISE:
                 target = self._fusion_target(node, owner) if fuse else None
+                if target is not None and target.anchor is None:
+                    for sibling in self._siblings(node, target, owner):  # (a*b + c*d: one kernel)
+                        target.nodes = sorted(sibling.nodes + target.nodes, key=self.nodes.index)
+                        owner.update({n.name: target for n in sibling.nodes})
+                        frags[:] = [f for f in frags if f is not sibling]
                 if target is not None:
                     target.nodes.append(node)
                     if target.anchor is not None:
@@ -222,6 +233,28 @@ class Program:
         # a value the fragment produced and someone else needs must stay stored: allowed, the
         # emitters store every value used outside the fragment
         return frag
+
+    def _siblings(self, node: Node, target: Fragment, owner: dict[str, Fragment]) -> list[Fragment]:
+        """The other pointwise fragments computing an input of `node` (of its shape) that can run
+        inside `target`, which `node` joins: nothing but the three reads their values, so none
+        is needed before `target` runs."""
+        out: list[Fragment] = []
+        size = len(target.nodes) + 1
+        for name in self.inputs_of(node):
+            prod = self.producer.get(name)
+            frag = owner.get(prod.name) if prod is not None else None
+            if frag is None or frag is target or frag in out or frag.kind != "pointwise" or frag.anchor is not None \
+                    or not self.same_shape(name, node.outputs[0]) or size + len(frag.nodes) > MAX_FRAGMENT_OPS:
+                continue
+            inside = {n.name for n in frag.nodes + target.nodes + [node]}
+            if any(u.name not in inside for n in frag.nodes for o in n.outputs for u in self.users.get(o, [])):
+                continue
+            merged = frag.nodes + target.nodes + [node]
+            if self.gathers_inside(merged, merged):
+                continue
+            out.append(frag)
+            size += len(frag.nodes)
+        return out
 
     def _take_prologue(self, frag: Fragment, owner, frags: list[Fragment]) -> None:
         """Pull a pure pointwise fragment that only feeds this anchor into it, when the anchor

@@ -8,11 +8,17 @@ one that does the work. As Inductor does, such values are recomputed in each ker
 them: an `arange` is the element's index along one dimension, a shape-only view maps indices,
 elementwise arithmetic is a line, and advanced indexing at recomputed positions is one load.
 
+The same holds for `cat` read only elementwise (rotary embeddings' `cat((-x2, x1), -1)`,
+concatenated features scaled or added): each element is its branch's input at a shifted index,
+loaded under that branch's mask; the elementwise ops feeding only such cats (the `-x2`) come
+along. Their stored inputs are loaded through their strides, as a read's tensor is.
+
 A node is *recomputed* (`recomputed_nodes`) when it is one of those, its tensor inputs are
-recomputed too, and every node that reads it can compute it in place: an elementwise node
-(through `PointwiseBlock`), another recomputed node, or advanced indexing reading it as an index
-tensor (the gather template). It then belongs to no fragment; `cone` gives the recomputed nodes
-a fragment reads, which a fragment run as PyTorch (or posed as a problem alone) computes first.
+recomputed too (a read's tensor and a cat's branches may be stored), and every node that reads
+it can compute it in place: an elementwise node (through `PointwiseBlock`), another recomputed
+node, or advanced indexing reading it as an index tensor (the gather template). It then belongs
+to no fragment; `cone` gives the recomputed nodes a fragment reads, which a fragment run as
+PyTorch (or posed as a problem alone) computes first.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
 POINTWISE = {"elementwise_unary", "elementwise_binary"}
 #: a recomputed value costs each kernel reading it its whole cone: past this many nodes, store it
 MAX_CONE = 256
+#: a recomputed cat loads every branch (masked) for each element: past this many, its template
+MAX_CAT_BRANCHES = 4
 
 _TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
 
@@ -112,6 +120,32 @@ class _Kinds:
             kind = self._kind(n)
             if kind is not None:
                 self.candidate[n.outputs[0]] = kind
+        # cats, and the elementwise nodes feeding only them: evaluated at shifted indices, with
+        # stored inputs loaded through their strides (the other candidates read recomputed ones)
+        self.shifted: set[str] = set()
+        for n in reversed(program.nodes):  # (users first: a cat before the `-x2` it reads)
+            if n.outputs and n.outputs[0] not in self.candidate and self._shifted(n):
+                self.shifted.add(n.name)
+                self.candidate[n.outputs[0]] = "read"
+
+    def _shifted(self, n) -> bool:
+        program = self.program
+        if len(n.outputs) != 1 or n.outputs[0] not in program.values or n.mutates:
+            return False
+        out = program.values[n.outputs[0]]
+        if out.dtype not in _TL:
+            return False
+        ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
+        if n.op == "cat":
+            d = n.attrs.get("dim")
+            return isinstance(d, int) and d not in out.symbolic and 2 <= len(ins) <= MAX_CAT_BRANCHES and \
+                len(ins) == len(n.args[0]) and all(
+                    len(program.values[v].shape) == len(out.shape) and d not in program.values[v].symbolic for v in ins)
+        users = program.users.get(n.outputs[0], [])
+        return n.op is not None and VOCABULARY[n.op].category in POINTWISE and \
+            VOCABULARY[n.op].triton_template is not None and bool(ins) and bool(users) and \
+            all(u.name in self.shifted for u in users) and \
+            not any(program.values[v].kind == "node" for v in program.inputs_of(n) if not program.is_tensor(v))
 
     def _inputs_recomputable(self, node) -> bool:
         ins = [v for v in self.program.inputs_of(node) if self.program.is_tensor(v)]
@@ -169,11 +203,11 @@ def recomputed_nodes(program) -> set[str]:
                     _reads_in_place(program, kinds, u, n.outputs[0], recomputed) for u in users)):
                 recomputed.discard(n.name)
         for n in program.nodes:  # its inputs are recomputed too (a read's tensor is stored, but
-            if n.name not in recomputed:  # a table of positions is computed there)
-                continue
+            if n.name not in recomputed:  # a table of positions is computed there; a cat's
+                continue  # branches may be either)
             read = read_of(program, n)
             stored = read.x if read is not None and kinds.candidate[n.outputs[0]] == "read" else None
-            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v != stored]
+            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v != stored and n.name not in kinds.shifted]
             if any(not _made_by(program, v, recomputed) for v in ins) or \
                     len(cone(program, [n.outputs[0]], recomputed)) > MAX_CONE:
                 recomputed.discard(n.name)
@@ -182,6 +216,8 @@ def recomputed_nodes(program) -> set[str]:
 
 
 def _reads_in_place(program, kinds: _Kinds, user, value: str, recomputed: set[str]) -> bool:
+    if user.name in kinds.shifted and any(read_of(program, n) for n in cone(program, [value], recomputed)):
+        return False  # a read at computed positions under shifted indices: stored (see gathered_check)
     if user.name in recomputed:
         return True
     if user.op is not None and VOCABULARY[user.op].category in POINTWISE and VOCABULARY[user.op].triton_template is not None:
@@ -215,12 +251,13 @@ def cone(program, values: list[str], recomputed: set[str] | None = None) -> list
 
 
 def gathered(program, values: list[str]) -> list[str]:
-    """The tensors that recomputing `values` reads through computed positions, in order."""
+    """The stored tensors that recomputing `values` reads (through computed positions or shifted
+    indices), in order."""
     out = []
     for n in cone(program, values):
-        read = read_of(program, n)
-        if read is not None and read.x not in out and not _made_by(program, read.x, program.recomputed):
-            out.append(read.x)
+        for v in program.inputs_of(n):
+            if program.is_tensor(v) and v not in out and not _made_by(program, v, program.recomputed):
+                out.append(v)
     return out
 
 
@@ -244,14 +281,16 @@ def shape_exprs(program, value: str) -> list[str]:
         return kept[:first] + [str(s) for s in v.shape[first:first + b]] + kept[first:]
     rank = len(v.shape)
     out = []
-    ins = [a for a in program.inputs_of(node) if program.is_tensor(a)]  # (all recomputed)
+    ins = [a for a in program.inputs_of(node) if program.is_tensor(a)]
     for d, size in enumerate(v.shape):  # an elementwise node: the dim from an input varying along it
         source = "1" if size == 1 and d not in v.symbolic else None
+        if node.op == "cat" and d == node.attrs["dim"]:
+            source = str(size)  # (static: see _Kinds._shifted)
         for a in ins:
             av = program.values[a]
             e = d - (rank - len(av.shape))
             if source is None and e >= 0 and (av.shape[e] != 1 or e in av.symbolic):
-                source = shape_exprs(program, a)[e]
+                source = size_source(program, a, e)
         out.append(source or str(size))
     return out
 
@@ -294,9 +333,12 @@ class Evaluator:
 
     def at(self, value: str, idx: list[str]) -> str:
         """A kernel variable holding `value` at indices `idx` (one per dim of `value`)."""
-        key = (value, tuple(idx))
+        key = (value, tuple(idx), self.mask)
         if key not in self._memo:
-            expr = self._expression(self.program.producer[value], value, idx)
+            if _made_by(self.program, value, self.program.recomputed):
+                expr = self._expression(self.program.producer[value], value, idx)
+            else:  # a stored input of a cat's branch (or what feeds one)
+                expr = self._load(value, idx)
             if not expr.isidentifier():  # (a view is its source's variable)
                 var = f"{self.prefix}{len(self.lines)}"
                 self.lines.append(f"{var} = {expr}")
@@ -324,6 +366,8 @@ class Evaluator:
         read = read_of(program, node)
         if read is not None:
             return self._read(read, idx)
+        if node.op == "cat":
+            return self._cat(node, idx)
         from .pointwise import node_expression  # (pointwise imports this module)
         env = {v: self.at(v, aligned(program, v, idx)) for v in program.inputs_of(node) if program.is_tensor(v)}
         expr = node_expression(program, node, env)
@@ -344,10 +388,36 @@ class Evaluator:
         rest = iter(i for o, i in enumerate(idx) if not first <= o < first + b)
         if _made_by(program, read.x, program.recomputed):  # a table of positions: computed there
             return self.at(read.x, [positions[d] if d in positions else next(rest) for d in range(len(xv.shape))])
-        g = self.local[read.x]
-        terms = [f"{positions[d] if d in positions else next(rest)} * {g}_s{d}" for d in range(len(xv.shape))]
+        return self._load(read.x, [positions[d] if d in positions else next(rest) for d in range(len(xv.shape))])
+
+    def _load(self, x: str, idx: list[str]) -> str:
+        """Stored tensor `x` at indices `idx`: one load through its strides."""
+        g = self.local[x]
+        terms = [f"{i} * {g}_s{d}" for d, i in enumerate(idx)]
         offset = " + ".join(t for t in terms if not t.startswith("0 *")) or "0"
         return f"tl.load({g}_ptr + {offset} + {self.zero}, mask={self.mask}, other=0)"
+
+    def _cat(self, node, idx: list[str]) -> str:
+        """Each element is its branch's input at the index shifted by the branch's offset, every
+        branch computed under its own mask (its loads stay inside its input)."""
+        d = node.attrs["dim"]
+        branches, offset = [], 0
+        for a in self.program.inputs_of(node):
+            size = self.program.values[a].shape[d]
+            if size == 0:
+                continue
+            at = idx[d] if offset == 0 else f"({idx[d]} - {offset})"
+            mask = self.mask
+            self.mask = f"{mask}{f' & ({idx[d]} >= {offset})' if offset else ''} & ({idx[d]} < {offset + size})"
+            try:
+                branches.append((offset + size, self.at(a, [at if e == d else i for e, i in enumerate(idx)])))
+            finally:
+                self.mask = mask
+            offset += size
+        expr = branches[-1][1]
+        for end, value in reversed(branches[:-1]):
+            expr = f"tl.where({idx[d]} < {end}, {value}, {expr})"
+        return expr
 
 
 def gathered_check(program, x: str, values: list[str], shape: str, rank: int) -> list[tuple[int, str]]:
@@ -356,18 +426,51 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
     broadcast to it, aligned right): an indexed dim must have the size its positions were
     computed for, another dim the output's size it is read at. In dim order."""
     xv = program.values[x]
+    sizes = _sizes_within(program, values, shape, rank)
     want: list[tuple[int, str]] = []
     for node in cone(program, values):
-        read = read_of(program, node)
-        if read is None or read.x != x:
+        if x not in program.inputs_of(node):
             continue
-        lead = rank - len(program.values[node.outputs[0]].shape)
-        kept = [d for d in range(len(xv.shape)) if d not in read.indexed]
-        for j, d in enumerate(kept):
-            o = j if j < read.first else j + read.b
-            want.append((d, "1" if xv.shape[d] == 1 and d not in xv.symbolic else f"{shape}[{lead + o}]"))
-        want += [(d, str(xv.shape[d])) for d in read.indexed]
+        out = sizes[node.outputs[0]]  # (every node reading a stored tensor has its sizes)
+        read = read_of(program, node)
+        if read is not None and read.x == x:
+            kept = [d for d in range(len(xv.shape)) if d not in read.indexed]
+            for j, d in enumerate(kept):
+                o = j if j < read.first else j + read.b
+                want.append((d, "1" if xv.shape[d] == 1 and d not in xv.symbolic else out[o]))
+            want += [(d, str(xv.shape[d])) for d in read.indexed]
+        elif read is None:  # a cat's branch, or what feeds one
+            want += enumerate(_input_sizes(program, node, x, out))
     return sorted(set(want))
+
+
+def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str, list[str]]:
+    """The sizes each value in the cone of `values` is computed at, as forward expressions:
+    those of the output `shape` it broadcasts to (aligned right), a cat's branch its own along
+    the cat's dim."""
+    sizes = {}
+    for v in values:
+        vv = program.values[v]
+        sizes[v] = ["1" if s == 1 and e not in vv.symbolic else f"{shape}[{rank - len(vv.shape) + e}]"
+                    for e, s in enumerate(vv.shape)]
+    for node in reversed(cone(program, values)):
+        out = sizes.get(node.outputs[0])
+        if out is None or read_of(program, node) is not None or node.target in RESHAPES or node.target in EXPANDS:
+            continue  # (positions under them: they read nothing stored)
+        for a in program.inputs_of(node):
+            if program.is_tensor(a) and _made_by(program, a, program.recomputed):
+                sizes.setdefault(a, _input_sizes(program, node, a, out))
+    return sizes
+
+
+def _input_sizes(program, node, a: str, out: list[str]) -> list[str]:
+    """The sizes input `a` of an elementwise node or cat is read at, given the node's `out`."""
+    av = program.values[a]
+    if node.op == "cat":
+        d = node.attrs["dim"]
+        return [str(s) if e == d else out[e] for e, s in enumerate(av.shape)]
+    lead = len(out) - len(av.shape)
+    return ["1" if s == 1 and e not in av.symbolic else out[lead + e] for e, s in enumerate(av.shape)]
 
 
 def _tuple(parts: list[str]) -> str:

@@ -861,19 +861,19 @@ class CandidateHarness:
             return {"ok": True, "note": "PyTorch computed while captured: " + ", ".join(accountant.account.compute)}
         rng = _OsRandom()
         checks = TimedChecks(rng, req["trials"])
-        seeds: dict[int, int] = {}
+        # new values for every replay (calls=0: no repeats, `time` judged remembered results)
+        timed_inputs = TimedInputs(self.runtime, rng, calls=0)
         reference = self.runtime.make_inputs(req["seed"], fingerprinted=False)[0]
 
         def inputs_for(name: str, i: int) -> list:
-            if name != "graph":  # after the host work a new set costs, as the graph's calls (TimedInputs.same_work)
-                self.runtime.make_inputs(rng.getrandbits(62), fingerprinted=False)
-                return reference
-            seeds[i] = rng.getrandbits(62)
-            return self.runtime.make_inputs(seeds[i], fingerprinted=False)[0]
+            if name == "graph":
+                return timed_inputs.next(i)
+            timed_inputs.same_work()
+            return reference
 
         def after_call(name: str, i: int, out) -> None:
             if name == "graph" and i >= 0:
-                checks.offer(i, seeds[i], _plain_tensors(out, when=" in a replay"))
+                checks.offer(i, timed_inputs.seeds[i], _plain_tensors(out, when=" in a replay"))
 
         def call(fn, armed=False):
             def run(args):
