@@ -314,10 +314,13 @@ def test_a_cat_read_elementwise_is_computed_in_its_readers(cpu_verifier, src, ke
 def test_a_cat_stays_stored_where_it_is_an_output_or_has_many_branches(cpu_verifier):
     many = source("torch.cat([x, x * 2.0, x * 3.0, x * 4.0, x * 5.0], 1) + 1.0", "torch.randn(2, 3)")
     kept = source("((c := torch.cat([x, -x], 1)), c * 2.0)", "torch.randn(2, 3)")
-    for src in (many, kept):
+    # what feeds a stored cat is stored too, even where its other readers are elementwise
+    # (corpus/torch/th_alias.py: `h` came along with the cat, then was left recomputed alone)
+    output = source("torch.cat([x + (h := torch.sin(x) * 2.0), torch.abs(h)], -1)", "torch.randn(3, 4)")
+    for src in (many, kept, output):
         _, graph, _ = capture(src)
         program = Program(graph)
-        assert not any(n.op == "cat" for n in program.nodes if n.name in program.recomputed)
+        assert program.recomputed == set()
         check(cpu_verifier, src, ["cat"])
 
 
@@ -347,13 +350,8 @@ def test_a_rotary_fragment_run_as_pytorch_or_posed_alone_computes_the_cat():
     model = ns["Model"]()
     qkv = torch.randn(2, 6, 3, 2, 8)
     q = qkv[:, :, :, 0].transpose(1, 2)
-    args = {"b_cos": model.cos, "b_sin": model.sin}
-    for v in task.inputs:  # q, and its two halves (slices made in forward, views passed in)
-        node = program.producer.get(v)
-        if node is not None and node.target == "aten.slice.Tensor":
-            args[v] = q[..., node.args[2]:node.args[3]]
-        elif node is not None:
-            args[v] = q
+    assert sorted(task.inputs) == ["b_cos", "b_sin", "transpose"]  # q's halves are picked inside
+    args = {"b_cos": model.cos, "b_sin": model.sin, "transpose": q}
     got = sub["Model"]()(*(args[v] for v in task.inputs))
     torch.testing.assert_close(got, model(qkv))
 
@@ -378,3 +376,28 @@ def test_a_cat_branch_of_another_size_gets_a_clear_error(tmp_path, monkeypatch):
     torch.testing.assert_close(model(x, y), torch.cat([x, y], 1) + 1.0)
     with pytest.raises(ValueError, match=r"y has shape \(2, 4\) where this module reads one of sizes"):
         model(x, torch.randn(2, 4))  # read only up to column 2: the rest would be left out silently
+
+
+PICKS = [
+    # slices and selects read only by a cat: picked inside the kernel, no view made in forward
+    ("torch.cat([x[:, 0], x[:, 2]], 1) * 2.0", "torch.randn(3, 4, 5)"),
+    ("torch.cat([x[:, ::2], -x[:, 1::2]], 1) + 1.0", "torch.randn(3, 7)"),  # steps, odd sizes
+    ("torch.cat([x[..., -3:], x[..., :-3]], -1) * x", "torch.randn(2, 3, 8)"),  # a roll, negative bounds
+]
+
+
+@pytest.mark.parametrize("expr,inputs", PICKS, ids=[p[0] for p in PICKS])
+def test_slices_and_selects_read_by_a_cat_are_picked_in_the_kernel(cpu_verifier, expr, inputs):
+    cand = check(cpu_verifier, source(expr, inputs), [])
+    assert len(cand.plan) == 1, cand.plan
+    assert "aten.slice" not in cand.source and "aten.select" not in cand.source
+
+
+def test_a_picked_tensor_of_another_size_gets_a_clear_error(tmp_path, monkeypatch):
+    _, cand = first_candidate(source("torch.cat([x[:, 4:], x[:, :4]], 1) + 1.0", "torch.randn(2, 6)"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = _load(cand.source, tmp_path).ModelNew()
+    x = torch.randn(3, 6)  # another batch: fine
+    torch.testing.assert_close(model(x), torch.cat([x[:, 4:], x[:, :4]], 1) + 1.0)
+    with pytest.raises(ValueError, match=r"x has shape \(2, 9\) where this module reads one of sizes"):
+        model(torch.randn(2, 9))  # the halves were cut for 6 columns

@@ -10,8 +10,10 @@ elementwise arithmetic is a line, and advanced indexing at recomputed positions 
 
 The same holds for `cat` read only elementwise (rotary embeddings' `cat((-x2, x1), -1)`,
 concatenated features scaled or added): each element is its branch's input at a shifted index,
-loaded under that branch's mask; the elementwise ops feeding only such cats (the `-x2`) come
-along. Their stored inputs are loaded through their strides, as a read's tensor is.
+loaded under that branch's mask; the elementwise ops and the slices and selects feeding only
+such cats (the `-x2`, the `x[..., :half]`) come along, a slice as an index map onto its tensor
+(no view made in forward). Their stored inputs are loaded through their strides, as a read's
+tensor is.
 
 A node is *recomputed* (`recomputed_nodes`) when it is one of those, its tensor inputs are
 recomputed too (a read's tensor and a cat's branches may be stored), and every node that reads
@@ -35,6 +37,8 @@ RESHAPES = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.defa
             "aten.unflatten.int", "aten.alias.default", "aten.clone.default", "aten.contiguous.default",
             "aten.detach.default", "aten.lift_fresh_copy.default", "aten.view_as.default", "aten.reshape_as.default"}
 EXPANDS = {"aten.expand.default", "aten.expand_as.default"}
+# views that pick along one dim: an index map a kernel reading them applies to their tensor
+PICKS = {"aten.slice.Tensor", "aten.select.int"}
 POINTWISE = {"elementwise_unary", "elementwise_binary"}
 #: a recomputed value costs each kernel reading it its whole cone: past this many nodes, store it
 MAX_CONE = 256
@@ -89,6 +93,58 @@ def read_of(program, node) -> Read | None:
     return Read(x, entries, b, indexed[0] if adjacent else 0)
 
 
+@dataclass
+class Pick:
+    """A slice (`x[..., start::step]`, `index` None) or select (`x[..., index]`) along `dim` of
+    `x`, whose size there is static."""
+
+    x: str
+    dim: int
+    start: int = 0
+    step: int = 1
+    index: int | None = None
+    whole: bool = False  # x[:, :] along a dim of any size (a batch's): no size fixed there
+
+    def source_index(self, idx: list[str]) -> list[str]:
+        """The indices of x for the element of the view at `idx`."""
+        d = self.dim
+        if self.index is not None:
+            return idx[:d] + [str(self.index)] + idx[d:]
+        at = idx[d] if self.step == 1 else f"{idx[d]} * {self.step}"
+        return idx[:d] + [f"({at} + {self.start})" if self.start else at] + idx[d + 1:]
+
+
+_END = 2 ** 63 - 1  # a slice to the end, as captured
+
+
+def _pick(program, node) -> Pick | None:
+    """The node as a Pick, or None (a size or bound that is not a number, a symbolic dim)."""
+    args = node.args
+    x = args[0]["value"] if args and isinstance(args[0], dict) and "value" in args[0] else None
+    if x is None or not program.is_tensor(x) or node.outputs[0] not in program.values:
+        return None
+    xv, out = program.values[x], program.values[node.outputs[0]]
+    if out.dtype not in _TL or len(args) < 2 or not isinstance(args[1], int) or not xv.shape:
+        return None
+    d = args[1] % len(xv.shape)
+    if node.target == "aten.slice.Tensor" and args[2:] in ([], [0], [None], [0, _END], [None, _END], [0, _END, 1]):
+        return Pick(x, d, whole=True)
+    if d in xv.symbolic or xv.shape[d] is None or (node.target == "aten.slice.Tensor" and d in out.symbolic) or \
+            any(not isinstance(a, (int, type(None))) for a in args[2:]):  # (a bound forward computes)
+        return None
+    size = xv.shape[d]
+    if node.target == "aten.select.int":
+        i = args[2] if len(args) > 2 else None
+        return Pick(x, d, index=i % size) if isinstance(i, int) and -size <= i < size else None
+    start, step = (args[2] if len(args) > 2 else 0), (args[4] if len(args) > 4 else 1)
+    if start is None:
+        start = 0
+    if not isinstance(start, int) or not isinstance(step, int) or step < 1:
+        return None
+    start = min(max(start + size if start < 0 else start, 0), size)
+    return Pick(x, d, start, step)
+
+
 def _arange_start_step(node) -> tuple | None:
     """An arange's start and step when both are numbers (its length is its output's size)."""
     args = node.args
@@ -136,12 +192,14 @@ class _Kinds:
         if out.dtype not in _TL:
             return False
         ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
+        users = program.users.get(n.outputs[0], [])
+        if n.target in PICKS:  # (only a shifted node reads it: no view made in forward)
+            return _pick(program, n) is not None and bool(users) and all(u.name in self.shifted for u in users)
         if n.op == "cat":
             d = n.attrs.get("dim")
             return isinstance(d, int) and d not in out.symbolic and 2 <= len(ins) <= MAX_CAT_BRANCHES and \
                 len(ins) == len(n.args[0]) and all(
                     len(program.values[v].shape) == len(out.shape) and d not in program.values[v].symbolic for v in ins)
-        users = program.users.get(n.outputs[0], [])
         return n.op is not None and VOCABULARY[n.op].category in POINTWISE and \
             VOCABULARY[n.op].triton_template is not None and bool(ins) and bool(users) and \
             all(u.name in self.shifted for u in users) and \
@@ -220,6 +278,8 @@ def _reads_in_place(program, kinds: _Kinds, user, value: str, recomputed: set[st
         return False  # a read at computed positions under shifted indices: stored (see gathered_check)
     if user.name in recomputed:
         return True
+    if program.producer[value].name in kinds.shifted and program.producer[value].op != "cat":
+        return False  # it came along with a cat that is stored after all: then it is stored too
     if user.op is not None and VOCABULARY[user.op].category in POINTWISE and VOCABULARY[user.op].triton_template is not None:
         return True
     if kinds.candidate[value] == "position":  # an index tensor the gather template computes
@@ -286,6 +346,11 @@ def shape_exprs(program, value: str) -> list[str]:
         source = "1" if size == 1 and d not in v.symbolic else None
         if node.op == "cat" and d == node.attrs["dim"]:
             source = str(size)  # (static: see _Kinds._shifted)
+        if node.target in PICKS:  # the size of x along the dim it stands for, or its own where picked
+            pick = _pick(program, node)
+            e = d + (pick.index is not None and d >= pick.dim)
+            picked = e == pick.dim and pick.index is None and not pick.whole
+            source = str(size) if picked else size_source(program, pick.x, e)
         for a in ins:
             av = program.values[a]
             e = d - (rank - len(av.shape))
@@ -368,6 +433,9 @@ class Evaluator:
             return self._read(read, idx)
         if node.op == "cat":
             return self._cat(node, idx)
+        if node.target in PICKS:
+            pick = _pick(program, node)
+            return self.at(pick.x, pick.source_index(idx))
         from .pointwise import node_expression  # (pointwise imports this module)
         env = {v: self.at(v, aligned(program, v, idx)) for v in program.inputs_of(node) if program.is_tensor(v)}
         expr = node_expression(program, node, env)
@@ -464,8 +532,13 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
 
 
 def _input_sizes(program, node, a: str, out: list[str]) -> list[str]:
-    """The sizes input `a` of an elementwise node or cat is read at, given the node's `out`."""
+    """The sizes input `a` of an elementwise node, cat or pick is read at, given the node's `out`."""
     av = program.values[a]
+    if node.target in PICKS:  # x: the view's sizes, and its own static size along the picked dim
+        pick = _pick(program, node)
+        d = pick.dim
+        kept = out if pick.index is None else out[:d] + ["?"] + out[d:]
+        return [str(s) if e == d and not pick.whole else kept[e] for e, s in enumerate(av.shape)]
     if node.op == "cat":
         d = node.attrs["dim"]
         return [str(s) if e == d else out[e] for e, s in enumerate(av.shape)]
