@@ -401,3 +401,11 @@ def test_a_picked_tensor_of_another_size_gets_a_clear_error(tmp_path, monkeypatc
     torch.testing.assert_close(model(x), torch.cat([x[:, 4:], x[:, :4]], 1) + 1.0)
     with pytest.raises(ValueError, match=r"x has shape \(2, 9\) where this module reads one of sizes"):
         model(torch.randn(2, 9))  # the halves were cut for 6 columns
+
+
+def test_index_select_of_a_0d_tensor_is_classified_without_error():
+    # OpInfo's index_select sample: the classification raised IndexError on it (caught since by
+    # the fallback above, which left a note); a 0-d tensor is simply not a read at positions
+    _, graph, _ = capture(source("torch.index_select(x, 0, i)", "torch.randn(()), torch.tensor([0])", args="x, i"))
+    program = Program(graph)
+    assert program.notes == []

@@ -80,6 +80,8 @@ def read_of(program, node) -> Read | None:
         entries = [value(e) for e in node.args[1]] + [None] * (rank - len(node.args[1]))
     elif node.op == "embedding":
         entries = [value(node.args[1]), None]
+    elif rank == 0:  # index_select of a 0-d tensor (read as one element): not the layout below
+        return None
     else:
         entries = [None] * rank
         entries[node.attrs["dim"]] = value(node.args[2])
