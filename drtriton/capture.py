@@ -231,12 +231,12 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
 
     import torch.fx.experimental._config as fx_config
 
+    from drtriton.symbolic_forms import SymbolicForms
+
     with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
-        if reads is None:
+        # composites whose C++ would pin the batch go through Python forms (`symbolic_forms`)
+        with SymbolicForms(), _Replay(reads) if reads is not None else contextlib.nullcontext():
             ep = _export(model, inputs, static_fallback=batch is None)
-        else:
-            with _Replay(reads):
-                ep = _export(model, inputs, static_fallback=batch is None)
         if batch is not None and _batch_pinned(ep, batch):
             raise CaptureError("the batch was traced as a fixed size")
         inline_context_regions(ep.graph_module)
@@ -482,7 +482,7 @@ def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
     def table_of(op):
         if str(op) in _OURS_FIRST:  # PyTorch's leaves the general case whole
             return tables[-1] if op in tables[-1] else None
-        return next((t for t in tables if op in t), None)
+        return next((t for t in tables if op in t), None) or _composite_implicit(op)
 
     chosen, refused, seen = {}, set(), set()
     for n in ep.graph.nodes:
@@ -504,6 +504,16 @@ def _decompositions_for(ep, wanted: set[str], tables: tuple) -> dict:
         if table is not None:
             chosen[op] = table[op]
     return {k: v for k, v in chosen.items() if k not in refused}
+
+
+def _composite_implicit(op) -> dict | None:
+    """A table holding the operator's own composite form (`x.mT` is `transpose(-2, -1)`) where
+    it is CompositeImplicitAutograd and no table has it: what the C++ calls, traced."""
+    import torch
+
+    if torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+        return {op: op.decompose}
+    return None
 
 
 def _overload(name: str):

@@ -21,7 +21,9 @@ the Triton interpreter. Each case failed before its fix:
 - integer division (`i // 3`, rounding modes, circular padding): prims.div on integers had no
   vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers);
 - an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold;
-- zeta and polygamma: new records, a float64 helper each (drtriton/ops/zeta.py).
+- zeta and polygamma: new records, a float64 helper each (drtriton/ops/zeta.py);
+- kron and multi_dot at another batch size: their C++ reads sizes as numbers, so export fixed the
+  batch and the module took no other (traced through Python forms now, drtriton/symbolic_forms.py).
 """
 
 from __future__ import annotations
@@ -131,6 +133,10 @@ CASES = [
     ("torch.polygamma(1, x) + torch.polygamma(2, x.abs() + 0.1) * torch.special.polygamma(4, x.abs() + 1)",
      "torch.randn(3, 40) * 3", "polygamma"),
     ("torch.polygamma(3, x) - torch.polygamma(0, x)", "torch.tensor([-2.5, -1.25, -0.5, 0.3, 1.0, 7.5])", "polygamma"),
+    # the verifier's second configuration halves the batch: the sizes must stay expressions of it
+    ("torch.kron(x, x[:2, 1:].exp())", "torch.randn(4, 5)", "mul"),
+    ("torch.linalg.multi_dot([x, x.mT, x[:, :3]])", "torch.randn(4, 5)", "matmul"),  # mT: a transpose
+    ("torch.linalg.multi_dot([x[:, 0], x, x[0]])", "torch.randn(4, 5)", "matmul"),  # vector ends: a 0-d result
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

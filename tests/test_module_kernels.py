@@ -67,9 +67,12 @@ def test_shared_module_paths_are_looked_up_once_per_call():
     lines = ["y = k[(1,)](x, self.net[0].bn.weight, self.net[0].bn.bias, self.net[1].conv.weight)",
              "z = k[(1,)](y, self.head.fc.weight, self.head.fc.weight.shape[0], myself.net[0], self.training)"]
     out = hoist_module_paths(lines)
-    assert out[1:4] == ["_path0 = self.net", "_path1 = self.head.fc", "_path2 = _path0[0].bn"]
-    assert out[4] == "y = k[(1,)](x, _path2.weight, _path2.bias, _path0[1].conv.weight)"
-    assert out[5] == "z = k[(1,)](y, _path1.weight, _path1.weight.shape[0], myself.net[0], self.training)"
+    assert out[1:4] == ["_path0 = self.net", "_path1 = _path0[0].bn", "_path2 = self.head.fc.weight"]
+    assert out[4] == "y = k[(1,)](x, _path1.weight, _path1.bias, _path0[1].conv.weight)"
+    assert out[5] == "z = k[(1,)](y, _path2, _path2.shape[0], myself.net[0], self.training)"
+    # a buffer two kernels read is one local; an attribute forward assigns is looked up each time
+    buffers = ["_c = self.cos", "k(_c)", "_c = self.cos", "self.n += 1", "y = self.n * 2", "self.n = self.n + 1"]
+    assert hoist_module_paths(buffers)[1:] == ["_path0 = self.cos", "_c = _path0", "k(_c)", "_c = _path0", *buffers[3:]]
     assert hoist_module_paths(["y = f(self.a.b, x)"]) == ["y = f(self.a.b, x)"]
     # string literals and comments are text: neither counted nor rewritten
     quoted = ['y = f(self.a.b.w, "self.a.b.v")  # self.a.b.u', "z = g(self.c.d)"]

@@ -188,22 +188,26 @@ def share_kernels(kernels: list[str], lines: list[str]) -> tuple[list[str], list
 
 _CHAIN = re.compile(r"\bself((?:\.[A-Za-z_]\w*|\[-?\d+\])+)")
 _SEGMENT = re.compile(r"\.[A-Za-z_]\w*|\[-?\d+\]")
+_ASSIGNED = re.compile(r"\s*(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=)")  # `self.x = ...`, `+=`: a target
 
 
 def hoist_module_paths(lines: list[str]) -> list[str]:
     """Looks each shared module path up once per call: `self.model.stage2[0].branch1[1].weight`
     and `...branch1[1].bias` become `_path3.weight` and `_path3.bias` after `_path3 =
-    self.model.stage2[0].branch1[1]` at the top. (`nn.Sequential[i]` walks the container on
+    self.model.stage2[0].branch1[1]` at the top; a buffer two kernels read, `self.cos_cached`,
+    becomes one local. (`nn.Sequential[i]` walks the container on
     every lookup: a network's forward spent a millisecond per call in them.) A path is hoisted
     where uses branch: used at least twice, and not always through the same longer path. Text
     in string literals and comments is left as it is."""
     text = "\n".join(lines)
     literal = _literal_spans(text)
     chains = [m for m in _CHAIN.finditer(text) if not any(a <= m.start() < b for a, b in literal)]
+    assigned = {tuple(_SEGMENT.findall(m.group(1))) for m in chains if _ASSIGNED.match(text, m.end())}
     counts: dict[tuple, int] = {}
     for m in chains:
         segments = tuple(_SEGMENT.findall(m.group(1)))
-        for j in range(1, len(segments)):
+        # whole paths too (a buffer two kernels read), unless forward assigns to one
+        for j in range(1, len(segments) + (segments not in assigned)):
             counts[segments[:j]] = counts.get(segments[:j], 0) + 1
     hoisted = sorted((p for p, c in counts.items() if c >= 2 and
                       not any(len(q) == len(p) + 1 and q[:-1] == p and counts[q] == c for q in counts)),
@@ -219,7 +223,7 @@ def hoist_module_paths(lines: list[str]) -> list[str]:
 
     def shorten(m: re.Match) -> str:
         segments = tuple(_SEGMENT.findall(m.group(1)))
-        base = max((q for q in names if len(q) < len(segments) and segments[:len(q)] == q), key=len, default=())
+        base = max((q for q in names if len(q) <= len(segments) and segments[:len(q)] == q), key=len, default=())
         return names[base] + "".join(segments[len(base):]) if base else m.group(0)
 
     out, end = [], 0
