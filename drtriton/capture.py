@@ -241,6 +241,10 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
             raise CaptureError("the batch was traced as a fixed size")
         inline_context_regions(ep.graph_module)
         ep = _through_vmap(ep)
+        # what no output needs (a pooler beside the hidden states returned) is not converted; the
+        # graph's in-place updates are impure and stay
+        ep.graph_module.graph.eliminate_dead_code()
+        ep.graph_module.recompile()
         graph = _convert(ep)
         lowered = _decompose_uncovered(ep, graph)
     return graph if lowered is None else lowered
@@ -926,6 +930,21 @@ def _target(fn) -> str:
     return f"{module}.{getattr(fn, '__name__', fn)}"
 
 
+def _without_legacy_empty(tensors: list, values: dict) -> list:
+    """cat's tensors without the 1-D empty ones beside tensors of other ranks, which torch.cat
+    skips (a legacy rule: a key/value cache that starts as `torch.tensor([])`, as transformers'
+    DynamicCache does, concatenated with the first keys)."""
+    def empty(t) -> bool:
+        v = values.get(t["value"]) if isinstance(t, dict) and "value" in t else None
+        return v is not None and v.shape == [0] and not v.symbolic
+
+    kept = [t for t in tensors if not empty(t)]
+    if kept and len(kept) < len(tensors) and any(len(values[t["value"]].shape) != 1 for t in kept
+                                                 if isinstance(t, dict) and t.get("value") in values):
+        return kept
+    return tensors
+
+
 def _convert(ep) -> Graph:
     import torch
     from torch.export.graph_signature import InputKind
@@ -994,6 +1013,12 @@ def _convert(ep) -> Graph:
             if target == "aten.dropout.default" and len(n.args) == 3 and n.args[2] is False:
                 alias[n.name] = source["value"]  # dropout outside training: the input itself
                 continue
+            args = ref(list(n.args))
+            if target == "aten.cat.default":
+                args[0] = _without_legacy_empty(args[0], values)
+                if len(args[0]) == 1 and values[args[0][0]["value"]].kind == "node":
+                    alias[n.name] = args[0][0]["value"]  # a copy of a value forward computed: itself
+                    continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]
             # a tuple result's parts are "<node>.<i>", as getitem refers to them (one part too)
             names = [f"{n.name}.{i}" for i in range(len(outs))] if isinstance(val, (tuple, list)) else [n.name]
@@ -1007,7 +1032,7 @@ def _convert(ep) -> Graph:
             # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
             in_place = target.endswith("_.Tensor") or target.endswith("_.default")
             on_state = isinstance(source, dict) and values[source["value"]].kind in ("param", "buffer")
-            node = Node(n.name, target, ref(list(n.args)), {k: ref(v) for k, v in n.kwargs.items()}, names,
+            node = Node(n.name, target, args, {k: ref(v) for k, v in n.kwargs.items()}, names,
                         mutates=in_place and on_state)
             try:
                 m = None if is_scalar(node, values) else match(node, values)

@@ -736,3 +736,50 @@ def test_values_forward_never_returns_are_not_computed(cpu_verifier):
     _, result, _ = convert(cpu_verifier, UNUSED, mode="strict")
     assert result.correct, failures(result)
     assert "argmax" not in result.plan and "index" not in result.plan and "linear" in result.plan
+
+
+CACHE_AND_POOLER = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.pooler = nn.Linear(8, 8)
+        self.register_buffer("keys", torch.tensor([]), persistent=False)
+
+    def forward(self, x):
+        h = self.fc(x)
+        pooled = torch.tanh(self.pooler(h[:, 0]))  # computed, never returned (BERT's pooler)
+        keys = torch.cat([torch.tensor([]), h], dim=-2)  # a key cache that starts empty (DynamicCache)
+        cached = torch.cat([self.keys, x], dim=-2)  # the rest an input: a copy of it
+        pos = torch.cumsum((x[..., 0] > 0).int(), 1).type_as(x)  # RoBERTa's position ids
+        return F.pad(keys, (1, 0)) [..., 1:] + pos[..., None] + cached
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 8)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_cache_that_starts_empty_and_a_dead_pooler_convert_in_strict_mode(cpu_verifier):
+    """torch.cat skips a 1-D empty tensor beside others (its dim is the others'); lowering what
+    the vocabulary lacks (type_as, pad) is not given up because a value no output needs (a
+    pooler) leaves the graph with it (transformers' OPT, Phi, Qwen3, RoBERTa and ResNet failed so)."""
+    from drtriton.capture import capture_module
+
+    ns: dict = {}
+    exec(CACHE_AND_POOLER, ns)
+    graph = capture_module(ns["Block"](), ns["get_inputs"]())
+    cats = [n for n in graph.nodes if n.target == "aten.cat.default"]
+    assert [(len(n.args[0]), n.attrs["dim"]) for n in cats] == [(1, 1)]  # the first is h itself
+    assert not any("tanh" in n.target or "type_as" in n.target for n in graph.nodes)
+    _, result, _ = convert(cpu_verifier, CACHE_AND_POOLER, mode="strict")
+    assert result.correct, failures(result)
