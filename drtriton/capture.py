@@ -945,6 +945,15 @@ def _without_legacy_empty(tensors: list, values: dict) -> list:
     return tensors
 
 
+def _fresh(name: str, values: dict, nodes: list) -> bool:
+    """A value forward computes into memory of its own, laid out contiguously: not an input or
+    parameter, not a view (later views of a copy may rely on its layout: Bloom's reshapes)."""
+    if values[name].kind != "node":
+        return False
+    producer = next((n for n in reversed(nodes) if name in n.outputs), None)
+    return producer is not None and producer.op is not None and producer.target not in VIEWS
+
+
 def _convert(ep) -> Graph:
     import torch
     from torch.export.graph_signature import InputKind
@@ -1016,8 +1025,8 @@ def _convert(ep) -> Graph:
             args = ref(list(n.args))
             if target == "aten.cat.default":
                 args[0] = _without_legacy_empty(args[0], values)
-                if len(args[0]) == 1 and values[args[0][0]["value"]].kind == "node":
-                    alias[n.name] = args[0][0]["value"]  # a copy of a value forward computed: itself
+                if len(args[0]) == 1 and _fresh(args[0][0]["value"], values, nodes):
+                    alias[n.name] = args[0][0]["value"]  # a contiguous copy of a fresh value: itself
                     continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]
             # a tuple result's parts are "<node>.<i>", as getitem refers to them (one part too)
