@@ -11,7 +11,7 @@ from drtriton.problem import from_source
 from drtriton.verify.verdict import Timing, launched_kernel
 from drtriton.verify.worker.guard import PatchDetector, launch_record, launch_signature, launch_signatures
 from drtriton.verify.worker.harness import (MIN_REPLAYS, TimedChecks, TimedInputs, _copy_keeping_layout, _into_buffers,
-                                             remembers_results)
+                                             confirmed_timing, remembers_results)
 from drtriton.verify.worker.runtime import ProblemRuntime
 from verifier_cases import RELU
 
@@ -93,6 +93,27 @@ def test_repeated_calls_much_faster_than_new_inputs_mean_cached_results():
     assert remembers_results(fresh, [0.05, 0.05]) == ""  # too few to judge
     tiny = Timing.from_samples([0.012] * 5)
     assert remembers_results(tiny, [0.004] * 5) == ""  # within launch noise
+
+
+def test_a_round_that_looks_cached_is_timed_again_and_the_second_round_stands():
+    """One round on a busy host can make an honest candidate's new inputs slow (CLIP vision in a
+    bench, 1.5x); a cache makes every round. Calls 2, 5, 7 and 9 repeat inputs."""
+    replays = {2, 5, 7, 9}
+    def rounds(*candidate_times):
+        made = iter(candidate_times)
+        calls = []
+        def time_round():
+            calls.append(1)
+            return {"candidate": (next(made), [0.0] * 10), "eager": ([1.0] * 10, [0.0] * 10)}
+        return time_round, calls
+    busy = [3.0 if k not in replays else 1.0 for k in range(10)]
+    honest = [1.0] * 10
+    time_round, calls = rounds(busy, honest)
+    assert confirmed_timing(time_round, replays)["candidate"][0] == honest and len(calls) == 2
+    time_round, calls = rounds(busy, busy)  # a cache: the second round looks the same, and stands
+    assert confirmed_timing(time_round, replays)["candidate"][0] == busy and len(calls) == 2
+    time_round, calls = rounds(honest)  # nothing suspicious: one round
+    assert confirmed_timing(time_round, replays)["candidate"][0] == honest and len(calls) == 1
 
 
 def test_rechecks_write_new_values_without_touching_the_version_counter():

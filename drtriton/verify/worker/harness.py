@@ -768,7 +768,7 @@ class CandidateHarness:
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
-        raw = self._time(fns, inputs_for, req, after_call)
+        raw = confirmed_timing(lambda: self._time(fns, inputs_for, req, after_call), timed_inputs.replays)
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
         kernels = {name: ms / PROFILED_CALLS  # device time per call
@@ -785,10 +785,8 @@ class CandidateHarness:
                 f"{expected}): behaviour depends on the call count or on inputs seen before",
             )
         times, walls = raw.pop("candidate")
-        fresh = [k for k in range(len(times)) if k not in timed_inputs.replays]
-        replayed = sorted(timed_inputs.replays)
-        candidate = Timing.from_samples([times[k] for k in fresh], [walls[k] for k in fresh])
-        cached = remembers_results(candidate, [times[k] for k in replayed])
+        candidate, replays_ms = _fresh_and_replayed(times, timed_inputs.replays, walls)
+        cached = remembers_results(candidate, replays_ms)
         if cached:
             raise CandidateFault("rejected", cached)
         timings = {"candidate": candidate, **{n: Timing.from_samples(*v) for n, v in raw.items()}}
@@ -797,7 +795,7 @@ class CandidateHarness:
         return {
             "ok": True,
             "timings": {k: v.__dict__ for k, v in timings.items()},
-            "replay_ms": sorted(times[k] for k in replayed),
+            "replay_ms": sorted(replays_ms),
             "checks": self._share_checks(checks),
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
@@ -994,6 +992,25 @@ class TimedChecks:
             # the shape too: positions drawn from a shorter output would all land in its prefix
             kept.append((t.reshape(-1)[index].clone(), index, list(t.shape)))
         self.kept.append((call, seed, kept))
+
+
+def confirmed_timing(time_round, replays: set[int]) -> dict:
+    """`time_round()`'s timings; once more where the candidate's repeated calls looked like
+    remembered results. A host busy beside the timing (a bench compiling other problems) made one
+    round of an honest candidate look so (CLIP vision, 1.5x); remembered results make every round,
+    so the second round's verdict stands."""
+    raw = time_round()
+    if remembers_results(*_fresh_and_replayed(raw["candidate"][0], replays)):
+        raw = time_round()
+    return raw
+
+
+def _fresh_and_replayed(times: list[float], replays: set[int],
+                        walls: list[float] | None = None) -> tuple[Timing, list[float]]:
+    """A timing round's calls on new inputs (as a Timing) and on repeated ones (their times)."""
+    fresh = [k for k in range(len(times)) if k not in replays]
+    return (Timing.from_samples([times[k] for k in fresh], [walls[k] for k in fresh] if walls else None),
+            [times[k] for k in sorted(replays)])
 
 
 def remembers_results(fresh: Timing, replays_ms: list[float]) -> str:
