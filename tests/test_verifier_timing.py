@@ -109,11 +109,12 @@ def test_a_round_that_looks_cached_is_timed_again_and_the_second_round_stands():
     busy = [3.0 if k not in replays else 1.0 for k in range(10)]
     honest = [1.0] * 10
     time_round, calls = rounds(busy, honest)
-    assert confirmed_timing(time_round, replays)["candidate"][0] == honest and len(calls) == 2
+    assert confirmed_timing(time_round, replays)[0]["candidate"][0] == honest and len(calls) == 2
     time_round, calls = rounds(busy, busy)  # a cache: the second round looks the same, and stands
-    assert confirmed_timing(time_round, replays)["candidate"][0] == busy and len(calls) == 2
+    assert confirmed_timing(time_round, replays) == ({"candidate": (busy, [0.0] * 10), "eager": ([1.0] * 10, [0.0] * 10)},
+                                                      True) and len(calls) == 2
     time_round, calls = rounds(honest)  # nothing suspicious: one round
-    assert confirmed_timing(time_round, replays)["candidate"][0] == honest and len(calls) == 1
+    assert confirmed_timing(time_round, replays)[0]["candidate"][0] == honest and len(calls) == 1
 
 
 def test_rechecks_write_new_values_without_touching_the_version_counter():

@@ -654,6 +654,9 @@ class _Check:
         with self.verifier.gpu.exclusive():
             t = self.candidate_call(request, timeout=c.timeout_s + 60.0)
         self.check_timed_outputs(t["checks"], request["trials"])
+        if t.get("retimed"):
+            self.verdict.flags.append("timed twice: in the first round, calls on repeated inputs ran much faster "
+                                      "than on new ones (a busy host?); the second round's timings are reported")
         if t.get("launches") is not None:  # the re-checks and the graph launch what timed calls did
             # (the same as the verified calls, except configurations autotuners chose again)
             self.launches = t["launches"]

@@ -768,7 +768,7 @@ class CandidateHarness:
         fns = {"candidate": run_candidate, "eager": run_model(self.runtime.model)}
         if req.get("compile", True) and self.compiled is not None and self.compiled is not False:
             fns["compiled"] = run_model(self.compiled)  # (`if self.compiled` would call len())
-        raw = confirmed_timing(lambda: self._time(fns, inputs_for, req, after_call), timed_inputs.replays)
+        raw, retimed = confirmed_timing(lambda: self._time(fns, inputs_for, req, after_call), timed_inputs.replays)
         del reference_sets
         profiled = timed_inputs.next(-1)  # drawn outside the profile: its kernels are not the candidate's
         kernels = {name: ms / PROFILED_CALLS  # device time per call
@@ -796,6 +796,7 @@ class CandidateHarness:
             "ok": True,
             "timings": {k: v.__dict__ for k, v in timings.items()},
             "replay_ms": sorted(replays_ms),
+            "retimed": retimed,
             "checks": self._share_checks(checks),
             "compile_note": self.compile_note,
             "kernel_ms": kernels,
@@ -994,15 +995,15 @@ class TimedChecks:
         self.kept.append((call, seed, kept))
 
 
-def confirmed_timing(time_round, replays: set[int]) -> dict:
-    """`time_round()`'s timings; once more where the candidate's repeated calls looked like
-    remembered results. A host busy beside the timing (a bench compiling other problems) made one
-    round of an honest candidate look so (CLIP vision, 1.5x); remembered results make every round,
-    so the second round's verdict stands."""
+def confirmed_timing(time_round, replays: set[int]) -> tuple[dict, bool]:
+    """`time_round()`'s timings, and whether they are a second round's: one is timed where the
+    candidate's repeated calls looked like remembered results. A host busy beside the timing (a
+    bench compiling other problems) made one round of an honest candidate look so (CLIP vision,
+    1.5x); remembered results make every round, so the second round's verdict stands."""
     raw = time_round()
     if remembers_results(*_fresh_and_replayed(raw["candidate"][0], replays)):
-        raw = time_round()
-    return raw
+        return time_round(), True
+    return raw, False
 
 
 def _fresh_and_replayed(times: list[float], replays: set[int],
