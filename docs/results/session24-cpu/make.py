@@ -1,10 +1,13 @@
-"""Problem files for transformers architectures outside the corpus, small configs."""
+"""Problem files for transformers architectures outside the corpus: small configs, or with FULL=1
+the larger GPU sizes (4 layers, hidden 512, 8 x 256 tokens; images 8 x 224 x 224)."""
 import textwrap, sys
 from pathlib import Path
-TEXT = "[torch.randint(0, 128, (2, 8))]"
-IMG = "[torch.randn(2, 3, 32, 32)]"
+import os
+FULL = os.environ.get("FULL") == "1"
+TEXT = "[torch.randint(0, 128, (8, 256))]" if FULL else "[torch.randint(0, 128, (2, 8))]"
+IMG = "[torch.randn(8, 3, 224, 224)]" if FULL else "[torch.randn(2, 3, 32, 32)]"
 AUDIO = "[torch.randn(2, 800)]"
-DEC = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
+DEC = dict(vocab_size=128, hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8) if FULL else dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4)
 SPECS = {
  "phi": ("PhiConfig", "PhiModel", dict(DEC, max_position_embeddings=64), TEXT, "last_hidden_state"),
  "phi3": ("Phi3Config", "Phi3Model", dict(DEC, num_key_value_heads=2, max_position_embeddings=64, pad_token_id=0), TEXT, "last_hidden_state"),
@@ -34,6 +37,19 @@ SPECS = {
  "bart_encoder": ("BartConfig", "BartModel", dict(vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64), TEXT, "last_hidden_state"),
 }
 out = Path(sys.argv[1]); out.mkdir(exist_ok=True)
+if FULL:
+    for name, spec in SPECS.items():
+        kw = spec[2]
+        kw.pop("head_dim", None)
+        if "max_position_embeddings" in kw: kw["max_position_embeddings"] = 512
+    SPECS["opt"][2].update(hidden_size=512, ffn_dim=1408, num_hidden_layers=4, num_attention_heads=8, word_embed_proj_dim=512)
+    SPECS["convnext"][2].update(hidden_sizes=[96, 192, 384, 768], depths=[1, 1, 3, 1])
+    SPECS["clip_vision"][2].update(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8, image_size=224, patch_size=16)
+    SPECS["deberta_v2"][2].update(position_buckets=64)
+    SPECS["siglip_vision"][2].update(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8, image_size=224, patch_size=16)
+    SPECS["resnet_hf"][2].update(embedding_size=64, hidden_sizes=[256, 512, 1024], depths=[2, 2, 2])
+    SPECS["bloom"][2].update(hidden_size=512, n_layer=4, n_head=8)
+    SPECS["falcon"][2].update(hidden_size=512, num_hidden_layers=4, num_attention_heads=8)
 for name, (cfg, cls, kw, inputs, attr) in SPECS.items():
     call = "self.model(input_ids=x)" if inputs == TEXT else ("self.model(pixel_values=x)" if inputs == IMG else "self.model(x)")
     if name == "bart_encoder":
