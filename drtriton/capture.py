@@ -934,13 +934,10 @@ def _without_legacy_empty(tensors: list, values: dict) -> list:
     """cat's tensors without the 1-D empty ones beside tensors of other ranks, which torch.cat
     skips (a legacy rule: a key/value cache that starts as `torch.tensor([])`, as transformers'
     DynamicCache does, concatenated with the first keys)."""
-    def empty(t) -> bool:
-        v = values.get(t["value"]) if isinstance(t, dict) and "value" in t else None
-        return v is not None and v.shape == [0] and not v.symbolic
-
-    kept = [t for t in tensors if not empty(t)]
-    if kept and len(kept) < len(tensors) and any(len(values[t["value"]].shape) != 1 for t in kept
-                                                 if isinstance(t, dict) and t.get("value") in values):
+    shapes = [values[t["value"]].shape if isinstance(t, dict) and t.get("value") in values else None
+              for t in tensors]
+    kept = [t for t, shape in zip(tensors, shapes) if shape != [0] or values[t["value"]].symbolic]
+    if kept and len(kept) < len(tensors) and any(shape is not None and len(shape) != 1 for shape in shapes):
         return kept
     return tensors
 

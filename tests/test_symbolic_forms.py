@@ -50,4 +50,3 @@ def test_the_batch_stays_symbolic(call):
     assert graph.values["x"].symbolic == [0], call
     [out] = graph.outputs
     assert 0 in graph.values[out].symbolic, call
-
