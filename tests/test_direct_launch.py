@@ -83,6 +83,21 @@ def test_what_triton_specialises_on_takes_triton_again(fakes):
     assert log[-1][0] == "direct"
 
 
+def test_arguments_of_other_types_at_a_position_are_another_signature(fakes):
+    """Which positions hold tensors is worked out once per tuple of argument types: a tensor
+    where a number was, or a parameter (a tensor subclass), keys its own signature."""
+    jit, log, _ = fakes
+    launch = DirectLaunch(jit)
+    x, out, w = torch.zeros(64), torch.zeros(64), torch.nn.Parameter(torch.zeros(64))
+    for _ in range(2):
+        launch[(4,)](x, out, 64, 1.0, BLOCK=16)
+        launch[(4,)](x, out, x, 1.0, BLOCK=16)  # a tensor where 64 was
+        launch[(4,)](w, out, 64, 1.0, BLOCK=16)  # a parameter where a tensor was
+    assert [entry[0] for entry in log] == ["triton"] * 3 + ["direct"] * 3
+    assert log[3][3][:3] == (x, out, 64) and log[4][3][:3] == (x, out, x) and log[5][3][0] is w
+    assert len(launch.layouts) == 3
+
+
 def test_what_cannot_be_part_of_a_signature_takes_triton(fakes):
     jit, log, _ = fakes
     launch = DirectLaunch(jit)

@@ -43,6 +43,7 @@ class DirectLaunch:
         # signature -> its state: (device, compiled kernel, configuration) after the first
         # launch; after the second, the 9 parts of a direct launch, or () for Triton's path
         self.launches = {}
+        self.layouts = {}  # argument types -> positions of the tensors and the plain values
 
     def __getitem__(self, grid):
         if self.jit is None:
@@ -50,16 +51,32 @@ class DirectLaunch:
         return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
     def signature(self, args, kwargs):
-        """The key of a launch, or None where an argument cannot be part of one."""
-        key = [len(args), *kwargs]
-        for a in (*args, *kwargs.values()):
-            if isinstance(a, torch.Tensor):
-                key += (a.dtype, a.data_ptr() % 16)
-            elif type(a) in self.PLAIN:
-                key += (type(a), a)  # True and 1 compile differently
-            else:
-                return None
+        """The key of a launch, or None where an argument cannot be part of one: the arguments'
+        types, the plain ones' values, each tensor's dtype and address modulo 16. A call site
+        passes the same types every call, so which positions hold tensors is worked out once
+        per tuple of types (`layouts`): this runs on every launch."""
+        values = (*args, *kwargs.values()) if kwargs else args
+        kinds = tuple(map(type, values))
+        layout = self.layouts.get(kinds)
+        if layout is None:
+            layout = self.layouts[kinds] = self.layout(kinds)
+        if not layout:
+            return None
+        tensors, plain = layout
+        key = [kinds, *kwargs, *[values[i] for i in plain]]  # kinds: True and 1 compile differently
+        for i in tensors:
+            t = values[i]
+            key += (t.dtype, t.data_ptr() % 16)
         return tuple(key)
+
+    def layout(self, kinds):
+        """(tensor positions, plain positions) of arguments of these types; () where one is
+        neither a tensor nor a plain value."""
+        if len(self.layouts) >= self.LIMIT:
+            self.layouts.clear()
+        tensors = tuple(i for i, k in enumerate(kinds) if issubclass(k, torch.Tensor))
+        plain = tuple(i for i, k in enumerate(kinds) if k in self.PLAIN)
+        return (tensors, plain) if len(tensors) + len(plain) == len(kinds) else ()
 
     def launch(self, grid, args, kwargs):
         key = self.signature(args, kwargs)
