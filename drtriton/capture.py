@@ -231,6 +231,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
 
     import torch.fx.experimental._config as fx_config
 
+    from drtriton.recompose import recompose
     from drtriton.symbolic_forms import SymbolicForms
 
     with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
@@ -247,7 +248,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
         ep.graph_module.recompile()
         graph = _convert(ep)
         lowered = _decompose_uncovered(ep, graph)
-    return graph if lowered is None else lowered
+    return recompose(graph if lowered is None else lowered)
 
 
 def _tensor_reads() -> set:
