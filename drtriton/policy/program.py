@@ -40,6 +40,9 @@ class Fragment:
     kind: str  # pointwise | <anchor category> | view | torch
     prologue: list[Node] = field(default_factory=list)  # pointwise nodes feeding the anchor
     epilogue: list[Node] = field(default_factory=list)  # pointwise nodes after it
+    # moved to run before a fragment that reads it (`Program._hoistable`): closed to fusion, as
+    # a node joining it would be computed before the values it reads
+    hoisted: bool = False
 
     @property
     def label(self) -> str:
@@ -180,13 +183,17 @@ class Program:
             elif node.op is None:
                 frag = Fragment([node], None, "torch")
             elif cat in POINTWISE:
-                target = self._fusion_target(node, owner) if fuse else None
+                target = self._fusion_target(node, owner, frags) if fuse else None
                 if target is not None and target.anchor is None:
                     for sibling in self._siblings(node, target, owner):  # (a*b + c*d: one kernel)
                         target.nodes = sorted(sibling.nodes + target.nodes, key=self.nodes.index)
                         owner.update({n.name: target for n in sibling.nodes})
                         frags[:] = [f for f in frags if f is not sibling]
                 if target is not None:
+                    for early in self._late_inputs(node, target, owner, frags) or []:  # (a weight's 1 + w)
+                        frags.remove(early)
+                        frags.insert(frags.index(target), early)
+                        early.hoisted = True
                     target.nodes.append(node)
                     if target.anchor is not None:
                         target.epilogue.append(node)
@@ -202,7 +209,7 @@ class Program:
                 owner[n.name] = frag
         return [f for f in frags if f.nodes]
 
-    def _fusion_target(self, node: Node, owner: dict[str, Fragment]) -> Fragment | None:
+    def _fusion_target(self, node: Node, owner: dict[str, Fragment], frags: list[Fragment]) -> Fragment | None:
         """The fragment a pointwise node can join as epilogue: the one producing its tensor
         input of the full output shape, if that value is not needed elsewhere in between."""
         candidates = []
@@ -211,7 +218,7 @@ class Program:
             if prod is None or prod.name not in owner:
                 continue
             frag = owner[prod.name]
-            if frag.kind in ("view", "torch") or len(frag.nodes) >= MAX_FRAGMENT_OPS:
+            if frag.kind in ("view", "torch") or frag.hoisted or len(frag.nodes) >= MAX_FRAGMENT_OPS:
                 continue
             if not self.same_shape(name, node.outputs[0]):
                 continue
@@ -223,16 +230,37 @@ class Program:
         frag = candidates[-1]
         if self.gathers_inside([node], frag.nodes):
             return None
-        # every other tensor input must be computed before the fragment runs, not inside it later
-        inside = {n.name for n in frag.nodes}
-        for name in self.reads(node):
-            prod = self.producer.get(name)
-            if prod is not None and prod.name not in inside and owner.get(prod.name) is not None:
-                if self.nodes.index(prod) > self.nodes.index(frag.nodes[0]):
-                    return None
+        # every other tensor input must be computed before the fragment runs, not inside it
+        # later, unless what computes it can run before the fragment (`_late_inputs`)
+        if self._late_inputs(node, frag, owner, frags) is None:
+            return None
         # a value the fragment produced and someone else needs must stay stored: allowed, the
         # emitters store every value used outside the fragment
         return frag
+
+    def _late_inputs(self, node: Node, frag: Fragment, owner: dict[str, Fragment],
+                     frags: list[Fragment]) -> list[Fragment] | None:
+        """The fragments after `frag` computing `node`'s other inputs, each of which can run
+        before `frag` instead: it reads only what fragments before `frag` compute (a
+        parameter's `1 + w`, which Gemma computes after its norm). None where one cannot."""
+        inside, at = {n.name for n in frag.nodes}, frags.index(frag)
+        late: list[Fragment] = []
+        for name in self.reads(node):
+            prod = self.producer.get(name)
+            other = owner.get(prod.name) if prod is not None and prod.name not in inside else None
+            if other is None or frags.index(other) < at:
+                continue
+            if other.kind == "torch":
+                return None
+            for n in other.nodes:
+                for v in self.reads(n):
+                    q = self.producer.get(v)
+                    if q is not None and owner.get(q.name) is not other and (
+                            owner.get(q.name) is None or frags.index(owner[q.name]) >= at):
+                        return None
+            if other not in late:
+                late.append(other)
+        return late
 
     def _siblings(self, node: Node, target: Fragment, owner: dict[str, Fragment]) -> list[Fragment]:
         """The other pointwise fragments computing an input of `node` (of its shape) that can run
@@ -244,6 +272,7 @@ class Program:
             prod = self.producer.get(name)
             frag = owner.get(prod.name) if prod is not None else None
             if frag is None or frag is target or frag in out or frag.kind != "pointwise" or frag.anchor is not None \
+                    or frag.hoisted \
                     or not self.same_shape(name, node.outputs[0]) or size + len(frag.nodes) > MAX_FRAGMENT_OPS:
                 continue
             inside = {n.name for n in frag.nodes + target.nodes + [node]}
