@@ -948,8 +948,51 @@ def _fresh(name: str, values: dict, nodes: list) -> bool:
     parameter, not a view (later views of a copy may rely on its layout: Bloom's reshapes)."""
     if values[name].kind != "node":
         return False
-    producer = next((n for n in reversed(nodes) if name in n.outputs), None)
+    producer = _producer(name, nodes)
     return producer is not None and producer.op is not None and producer.target not in VIEWS
+
+
+#: views that need their tensor's layout: the same elements in another shape only where the
+#: strides allow it (a reshape copies where they do not)
+LAYOUT_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.as_strided.default", "aten.view.dtype"}
+#: listed among VIEWS, but they lay their result out anew (reshape's copy is clone + _unsafe_view)
+_LAYOUT_COPIES = {"aten.clone.default", "aten.contiguous.default", "aten.lift_fresh_copy.default"}
+
+
+def _view_of_fresh(name: str, values: dict, nodes: list) -> bool:
+    """A view (through views only) of a value forward computes into memory of its own."""
+    producer = _producer(name, nodes)
+    if producer is None or producer.target not in VIEWS:
+        return False
+    while producer is not None and producer.target in VIEWS:
+        refs = value_refs(producer.args)
+        if not refs:
+            return False
+        name = refs[0]
+        producer = _producer(name, nodes)
+    return _fresh(name, values, nodes)
+
+
+def _producer(name: str, nodes: list):
+    return next((n for n in reversed(nodes) if name in n.outputs), None)
+
+
+def _layout_free(fx_node) -> bool:
+    """Whether nothing after `fx_node` relies on its layout: each user through views is a
+    computation (reading through strides), a copy, a reshape or a view that keeps any strides;
+    none is a layout view (`view`), writes in place or is the graph's output."""
+    need, seen = [fx_node], set()
+    while need:
+        for user in need.pop().users:
+            if user.op != "call_function":
+                return False  # the graph's output
+            target = _target(user.target)
+            if target in LAYOUT_VIEWS or target.split(".")[-2].endswith("_"):
+                return False
+            if target in VIEWS and target not in _LAYOUT_COPIES and user not in seen:
+                seen.add(user)
+                need.append(user)
+    return True
 
 
 def _convert(ep) -> Graph:
@@ -1023,8 +1066,11 @@ def _convert(ep) -> Graph:
             args = ref(list(n.args))
             if target == "aten.cat.default":
                 args[0] = _without_legacy_empty(args[0], values)
-                if len(args[0]) == 1 and _fresh(args[0][0]["value"], values, nodes):
-                    alias[n.name] = args[0][0]["value"]  # a contiguous copy of a fresh value: itself
+                if len(args[0]) == 1 and (_fresh(args[0][0]["value"], values, nodes)
+                                          or _view_of_fresh(args[0][0]["value"], values, nodes) and _layout_free(n)):
+                    # a contiguous copy of a fresh value, or of a view of one no later view needs
+                    # laid out (DynamicCache's first `cat` of a layer's values): itself
+                    alias[n.name] = args[0][0]["value"]
                     continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]
             # a tuple result's parts are "<node>.<i>", as getitem refers to them (one part too)

@@ -136,3 +136,22 @@ def test_an_operand_of_other_sizes_raises_a_clear_error(cpu_verifier, tmp_path, 
     # (a size no conversion fits, PyTorch raising too, says so without asking for another)
     assert proc.stdout.splitlines() == [line if line == "no error" or line.endswith("must be equal") else
                                         f"{line} {_AGAIN}" for line in said], proc.stdout
+
+
+VIEWS = [  # forward's views as Tensor methods and Python indexing, not OpOverloads
+    ("torch.relu(x.view(2, 3, 20).transpose(1, 2).contiguous()).flatten(1)", "torch.randn(2, 60)", ".view(2, 3, 20)"),
+    ("torch.relu(x[:, 1:5, ::2].unsqueeze(1).expand(-1, 3, -1, -1))", "torch.randn(2, 6, 8)", "[:, :, 0::2]"),
+    ("torch.relu(x.select(1, 2).reshape(-1)) + x.sum()", "torch.randn(3, 4, 5)", ".select(1, 2)"),
+    ("torch.relu(x.permute(2, 0, 1).clone(memory_format=torch.contiguous_format))", "torch.randn(2, 3, 4)",
+     ".permute(2, 0, 1)"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,spelled", VIEWS)
+def test_views_are_tensor_methods_and_compute_what_the_operators_do(cpu_verifier, expr, inputs, spelled):
+    """`x.view(...)` costs the host 1.4 us on an H200's, `torch.ops.aten.view.default(x, [...])`
+    3.4 us: forward calls views, size reads and factories the cheap way."""
+    cand = check(cpu_verifier, source(expr, inputs), [])
+    forward = cand.source.split("def forward")[1]
+    assert "torch.ops.aten" not in forward, forward
+    assert spelled in forward, forward

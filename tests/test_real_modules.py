@@ -758,7 +758,9 @@ class Block(nn.Module):
         cached = torch.cat([self.keys, x], dim=-2)  # the rest an input: a copy of it
         pos = torch.cumsum((x[..., 0] > 0).int(), 1).type_as(x)  # RoBERTa's position ids
         flat = torch.cat([torch.tensor([]), h.transpose(1, 2)], dim=-1).view(3, 40)  # a view of the copy
-        return F.pad(keys, (1, 0)) [..., 1:] + pos[..., None] + cached, flat
+        values = torch.cat([torch.tensor([]), h.transpose(1, 2)], dim=-1)  # repeated and read (repeat_kv)
+        repeated = values[:, None].expand(-1, 2, -1, -1).reshape(3, 16, 5)
+        return F.pad(keys, (1, 0)) [..., 1:] + pos[..., None] + cached, flat, repeated * 2
 
 
 def get_inputs():
@@ -780,7 +782,8 @@ def test_a_cache_that_starts_empty_and_a_dead_pooler_convert_in_strict_mode(cpu_
     exec(CACHE_AND_POOLER, ns)
     graph = capture_module(ns["Block"](), ns["get_inputs"]())
     cats = [n for n in graph.nodes if n.target == "aten.cat.default"]
-    # the first is h itself; the copies of x (an input) and of h's transpose (a view) stay copies
+    # the first is h itself, the last h's transpose (a reshape copies where it must); the copies of
+    # x (an input) and of h's transpose that `view` reads (it needs the copy's layout) stay copies
     assert [(len(n.args[0]), n.attrs["dim"]) for n in cats] == [(1, 1), (1, 2)]
     assert not any("tanh" in n.target or "type_as" in n.target for n in graph.nodes)
     _, result, _ = convert(cpu_verifier, CACHE_AND_POOLER, mode="strict")

@@ -38,9 +38,11 @@ def call(program: Program, node) -> str:
         target = "aten.scalar_tensor.default"
     if target in FUNCTIONS:
         target = FUNCTIONS[target]
-    method = METHODS.get(target) if not node.kwargs and node.args else None
-    if method is not None:
-        return method_call(program, method, node.args)
+    method = METHODS.get(target) if node.args else None
+    if method is not None and set(node.kwargs) <= set(KEYWORD_ONLY.get(method, ())):
+        return method_call(program, method, node.args, node.kwargs)
+    if target == "aten.alias.default" and not node.kwargs and len(node.args) == 1:
+        return f"{render_arg(program, node.args[0])}[...]"  # the same alias, at a method's cost
     if target == "aten.slice.Tensor" and not node.kwargs and _is_tensor(node.args[0]):
         return slicing(program, *node.args)
     args = [render_arg(program, a) for a in node.args]
@@ -59,10 +61,12 @@ METHODS = {
     "aten.as_strided.default": "as_strided", "aten.split.Tensor": "split", "aten.unbind.int": "unbind",
     "aten.chunk.default": "chunk", "aten.diagonal.default": "diagonal", "aten.unfold.default": "unfold",
     "aten.sym_size.int": "size", "aten.sym_stride.int": "stride", "aten.sym_numel.default": "numel",
-    "aten.contiguous.default": "contiguous",
+    "aten.contiguous.default": "contiguous", "aten.clone.default": "clone", "aten._unsafe_view.default": "view",
+    "aten.flatten.using_ints": "flatten",
 }
-#: a method's arguments after the tensor that it takes by keyword only
-KEYWORD_ONLY = {"contiguous": ("memory_format",)}
+#: a method's arguments after the tensor that it takes by keyword only (the operator's keywords
+#: among them are passed as they are)
+KEYWORD_ONLY = {"contiguous": ("memory_format",), "clone": ("memory_format",)}
 #: factories whose `torch` function takes the operator's arguments, keywords included (half
 #: the host time of the OpOverload)
 FUNCTIONS = {
@@ -78,12 +82,13 @@ def _is_tensor(a) -> bool:
     return isinstance(a, dict) and "value" in a
 
 
-def method_call(program: Program, method: str, args: list) -> str:
+def method_call(program: Program, method: str, args: list, kwargs: dict) -> str:
     self, rest = render_arg(program, args[0]), [render_arg(program, a) for a in args[1:]]
     if method in SPREAD_SIZES and len(args) == 2 and isinstance(args[1], list) and args[1]:
         rest = [render_arg(program, a) for a in args[1]]
     if method in KEYWORD_ONLY:
         rest = [f"{k}={v}" for k, v in zip(KEYWORD_ONLY[method], rest)]
+    rest += [f"{k}={render_arg(program, v)}" for k, v in kwargs.items()]
     return f"{self}.{method}({', '.join(rest)})"
 
 
