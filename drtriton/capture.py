@@ -954,9 +954,12 @@ def _fresh(name: str, values: dict, nodes: list) -> bool:
 
 #: views that need their tensor's layout: the same elements in another shape only where the
 #: strides allow it (a reshape copies where they do not)
-LAYOUT_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.as_strided.default", "aten.view.dtype"}
-#: listed among VIEWS, but they lay their result out anew (reshape's copy is clone + _unsafe_view)
-_LAYOUT_COPIES = {"aten.clone.default", "aten.contiguous.default", "aten.lift_fresh_copy.default"}
+LAYOUT_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.as_strided.default", "aten.view.dtype",
+                "aten.view_as.default"}
+#: operators whose result is laid out anew, contiguous whatever their input's strides (a clone
+#: only with the contiguous format: reshape's copy is that clone, then `_unsafe_view`)
+_NEW_LAYOUT = {"aten.contiguous.default", "aten.mm.default", "aten.bmm.default", "aten.matmul.default",
+               "aten.linear.default", "aten.addmm.default", "aten.baddbmm.default"}
 
 
 def _view_of_fresh(name: str, values: dict, nodes: list) -> bool:
@@ -977,19 +980,22 @@ def _producer(name: str, nodes: list):
     return next((n for n in reversed(nodes) if name in n.outputs), None)
 
 
-def _layout_free(fx_node) -> bool:
-    """Whether nothing after `fx_node` relies on its layout: each user through views is a
-    computation (reading through strides), a copy, a reshape or a view that keeps any strides;
-    none is a layout view (`view`), writes in place or is the graph's output."""
+def _layout_free(fx_node, limit: int = 256) -> bool:
+    """Whether nothing after `fx_node` relies on its layout. Its users are followed (views,
+    elementwise operators and PyTorch's fallbacks keep an input's strides; `getitem` and eval-mode
+    dropout alias) up to those that lay their result out anew (a matrix product, `contiguous`);
+    none on the way may be a layout view (`view`), write in place or be the graph's output."""
     need, seen = [fx_node], set()
     while need:
         for user in need.pop().users:
-            if user.op != "call_function":
-                return False  # the graph's output
+            if user.op != "call_function" or len(seen) > limit:
+                return False  # the graph's output (or too far to follow)
             target = _target(user.target)
             if target in LAYOUT_VIEWS or target.split(".")[-2].endswith("_"):
                 return False
-            if target in VIEWS and target not in _LAYOUT_COPIES and user not in seen:
+            fresh = target in _NEW_LAYOUT or (
+                target == "aten.clone.default" and str(user.kwargs.get("memory_format")) == "torch.contiguous_format")
+            if not fresh and user not in seen:
                 seen.add(user)
                 need.append(user)
     return True

@@ -61,13 +61,15 @@ def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[No
         if not (_squares(square) and _same_tensor(_input(square), x, producer, values)):
             continue
         shape = values[x].shape
-        if (values[x].dtype != "torch.float32" or not shape or None in shape
+        if (values[x].dtype != "torch.float32" or not shape or None in shape or len(shape) - 1 in values[x].symbolic
                 or tuple(mean.attrs.get("dim") or ()) != (len(shape) - 1,) or not mean.attrs.get("keepdim")):
             continue
         inner = [square, mean, shifted, root]
         cast = producer.get(_input(square))
         if _input(square) != x and len(users.get(_input(square), [])) == 1:
             inner.append(cast)  # the cast only the square read
+        if any(out in graph.outputs for n in inner for out in n.outputs):
+            continue  # the module returns a part (the variance, say): it stays computed
         eps = float(shifted.attrs["value"])
         fused = Node(name=node.name, target="aten.rms_norm.default", args=[{"value": x}, [shape[-1]], None, eps],
                      kwargs={}, outputs=list(node.outputs), op="rms_norm",

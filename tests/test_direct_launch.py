@@ -96,6 +96,9 @@ def test_arguments_of_other_types_at_a_position_are_another_signature(fakes):
     assert [entry[0] for entry in log] == ["triton"] * 3 + ["direct"] * 3
     assert log[3][3][:3] == (x, out, 64) and log[4][3][:3] == (x, out, x) and log[5][3][0] is w
     assert len(launch.layouts) == 3
+    launch.LIMIT = 3  # a site passing ever new types: the layouts start again, the launches go on
+    launch[(4,)](x, out, 64.0, 1.0, BLOCK=16)
+    assert len(launch.layouts) == 1 and log[-1][0] == "triton"
 
 
 def test_what_cannot_be_part_of_a_signature_takes_triton(fakes):

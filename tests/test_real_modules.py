@@ -11,6 +11,8 @@ import warnings
 
 import pytest
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
 from drtriton.problem import from_source
 from drtriton.search import Search, SearchConfig
@@ -760,7 +762,7 @@ class Block(nn.Module):
         flat = torch.cat([torch.tensor([]), h.transpose(1, 2)], dim=-1).view(3, 40)  # a view of the copy
         values = torch.cat([torch.tensor([]), h.transpose(1, 2)], dim=-1)  # repeated and read (repeat_kv)
         repeated = values[:, None].expand(-1, 2, -1, -1).reshape(3, 16, 5)
-        return F.pad(keys, (1, 0)) [..., 1:] + pos[..., None] + cached, flat, repeated * 2
+        return F.pad(keys, (1, 0)) [..., 1:] + pos[..., None] + cached, flat, repeated @ repeated.transpose(1, 2)
 
 
 def get_inputs():
@@ -770,6 +772,27 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+@pytest.mark.parametrize("tail", [
+    "c.chunk(2, 0)[0].view(-1)",  # a view behind getitem
+    "c.clone().view(-1)",  # a clone keeps the strides it copies
+    "F.dropout(c, 0.5, training=False).view(-1)",  # eval-mode dropout is c itself
+    "(c * 2).view(-1)",  # an elementwise result keeps them too (PyTorch's, in mixed mode)
+    "c",  # the output
+])
+def test_a_cat_of_a_view_stays_a_copy_where_a_later_view_needs_its_layout(tail):
+    """A one-tensor cat of a view is the view itself only where nothing after it relies on the
+    cat's contiguous layout."""
+    from drtriton.capture import capture_module
+
+    class Cat(nn.Module):
+        def forward(self, x, w):
+            c = torch.cat([torch.tensor([]), (x @ w).t()], dim=-1)
+            return eval(tail, {"c": c, "F": F, "torch": torch})
+
+    graph = capture_module(Cat(), [torch.randn(4, 3), torch.randn(3, 6)])
+    assert [n.target for n in graph.nodes].count("aten.cat.default") == 1, tail
 
 
 def test_a_cache_that_starts_empty_and_a_dead_pooler_convert_in_strict_mode(cpu_verifier):
@@ -782,7 +805,7 @@ def test_a_cache_that_starts_empty_and_a_dead_pooler_convert_in_strict_mode(cpu_
     exec(CACHE_AND_POOLER, ns)
     graph = capture_module(ns["Block"](), ns["get_inputs"]())
     cats = [n for n in graph.nodes if n.target == "aten.cat.default"]
-    # the first is h itself, the last h's transpose (a reshape copies where it must); the copies of
+    # the first is h itself, the last h's transpose (read by a reshape, then a product); the copies of
     # x (an input) and of h's transpose that `view` reads (it needs the copy's layout) stay copies
     assert [(len(n.args[0]), n.attrs["dim"]) for n in cats] == [(1, 1), (1, 2)]
     assert not any("tanh" in n.target or "type_as" in n.target for n in graph.nodes)

@@ -118,3 +118,14 @@ def test_a_weight_computed_after_the_norm_runs_before_it_and_the_product_fuses(c
     _, result, _ = convert(cpu_verifier, textwrap.dedent(GEMMA), mode="strict")
     assert result.correct, failures(result)
     assert result.plan.split("; ")[:2] == ["to_dtype, add_scalar: Triton", "to_dtype, rms_norm, mul: Triton"], result.plan
+
+
+class ReturnsVariance(nn.Module):  # the variance is an output too: the five operators stay
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return x * torch.rsqrt(variance + 1e-6), variance
+
+
+def test_a_pattern_whose_part_the_module_returns_stays_as_written():
+    found = ops(ReturnsVariance(), torch.randn(2, 4, 16))
+    assert "rms_norm" not in found and "mean" in found

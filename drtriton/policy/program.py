@@ -50,6 +50,11 @@ class Fragment:
         return ", ".join(n.op or (n.target.split(".")[1] if "." in n.target else n.target) for n in self.nodes)
 
 
+def _position(frags: list[Fragment], frag: Fragment) -> int:
+    """Where `frag` is in `frags` (by identity: fragments compare equal by content)."""
+    return next(i for i, f in enumerate(frags) if f is frag)
+
+
 def live_nodes(nodes: list[Node], outputs: list[str]) -> list[Node]:
     """The nodes the outputs need, in order: forward computes nothing else (a pooled output a
     wrapper never returns, an argmax only that pooling read)."""
@@ -191,8 +196,8 @@ class Program:
                         frags[:] = [f for f in frags if f is not sibling]
                 if target is not None:
                     for early in self._late_inputs(node, target, owner, frags) or []:  # (a weight's 1 + w)
-                        frags.remove(early)
-                        frags.insert(frags.index(target), early)
+                        frags[:] = [f for f in frags if f is not early]
+                        frags.insert(_position(frags, target), early)
                         early.hoisted = True
                     target.nodes.append(node)
                     if target.anchor is not None:
@@ -243,22 +248,25 @@ class Program:
         """The fragments after `frag` computing `node`'s other inputs, each of which can run
         before `frag` instead: it reads only what fragments before `frag` compute (a
         parameter's `1 + w`, which Gemma computes after its norm). None where one cannot."""
-        inside, at = {n.name for n in frag.nodes}, frags.index(frag)
+        inside, at = {n.name for n in frag.nodes}, _position(frags, frag)
         late: list[Fragment] = []
         for name in self.reads(node):
             prod = self.producer.get(name)
             other = owner.get(prod.name) if prod is not None and prod.name not in inside else None
-            if other is None or frags.index(other) < at:
+            if other is None or _position(frags, other) < at:
                 continue
             if other.kind == "torch":
                 return None
-            for n in other.nodes:
-                for v in self.reads(n):
-                    q = self.producer.get(v)
-                    if q is not None and owner.get(q.name) is not other and (
-                            owner.get(q.name) is None or frags.index(owner[q.name]) >= at):
-                        return None
-            if other not in late:
+            # what it reads, sizes its recomputed index arithmetic reads included
+            reads = [v for n in other.nodes for v in self.reads(n)]
+            reads += [v for n in self.recomputed_for(other.nodes) for v in self.inputs_of(n)]
+            for v in reads:
+                q = self.producer.get(v)
+                if q is None or q.name in self.recomputed or owner.get(q.name) is other:
+                    continue
+                if owner.get(q.name) is None or _position(frags, owner[q.name]) >= at:
+                    return None
+            if all(f is not other for f in late):
                 late.append(other)
         return late
 
