@@ -101,6 +101,17 @@ def test_arguments_of_other_types_at_a_position_are_another_signature(fakes):
     assert len(launch.layouts) == 1 and log[-1][0] == "triton"
 
 
+def test_a_tensor_given_by_keyword_always_takes_triton(fakes):
+    """A direct launch keeps the keyword arguments in its tail: a tensor there would be the
+    first call's on every later one."""
+    jit, log, _ = fakes
+    launch = DirectLaunch(jit)
+    for _ in range(3):
+        x, out = torch.zeros(64), torch.zeros(64)
+        launch[(4,)](x, out_ptr=out, n=64, alpha=1.0, BLOCK=16)
+    assert [entry[0] for entry in log] == ["triton"] * 3 and log[-1][3]["out_ptr"] is out
+
+
 def test_what_cannot_be_part_of_a_signature_takes_triton(fakes):
     jit, log, _ = fakes
     launch = DirectLaunch(jit)
