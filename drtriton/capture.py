@@ -1074,8 +1074,8 @@ def _convert(ep) -> Graph:
                 args[0] = _without_legacy_empty(args[0], values)
                 if len(args[0]) == 1 and (_fresh(args[0][0]["value"], values, nodes)
                                           or _view_of_fresh(args[0][0]["value"], values, nodes) and _layout_free(n)):
-                    # a contiguous copy of a fresh value, or of a view of one no later view needs
-                    # laid out (DynamicCache's first `cat` of a layer's values): itself
+                    # a contiguous copy of a fresh value, or of a view of one whose copy's layout
+                    # nothing after it relies on (DynamicCache's first `cat` of a layer's values): itself
                     alias[n.name] = args[0][0]["value"]
                     continue
             outs = list(val) if isinstance(val, (tuple, list)) else [val]

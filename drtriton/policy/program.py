@@ -40,7 +40,7 @@ class Fragment:
     kind: str  # pointwise | <anchor category> | view | torch
     prologue: list[Node] = field(default_factory=list)  # pointwise nodes feeding the anchor
     epilogue: list[Node] = field(default_factory=list)  # pointwise nodes after it
-    # moved to run before a fragment that reads it (`Program._hoistable`): closed to fusion, as
+    # moved to run before a fragment that reads it (`Program._late_inputs`): closed to fusion, as
     # a node joining it would be computed before the values it reads
     hoisted: bool = False
 
@@ -195,6 +195,7 @@ class Program:
                         owner.update({n.name: target for n in sibling.nodes})
                         frags[:] = [f for f in frags if f is not sibling]
                 if target is not None:
+                    # asked again after the siblings joined: one of them may have been a late input
                     for early in self._late_inputs(node, target, owner, frags) or []:  # (a weight's 1 + w)
                         frags[:] = [f for f in frags if f is not early]
                         frags.insert(_position(frags, target), early)
@@ -248,12 +249,13 @@ class Program:
         """The fragments after `frag` computing `node`'s other inputs, each of which can run
         before `frag` instead: it reads only what fragments before `frag` compute (a
         parameter's `1 + w`, which Gemma computes after its norm). None where one cannot."""
-        inside, at = {n.name for n in frag.nodes}, _position(frags, frag)
+        where = {id(f): i for i, f in enumerate(frags)}  # (by identity: fragments compare by content)
+        inside, at = {n.name for n in frag.nodes}, where[id(frag)]
         late: list[Fragment] = []
         for name in self.reads(node):
             prod = self.producer.get(name)
             other = owner.get(prod.name) if prod is not None and prod.name not in inside else None
-            if other is None or _position(frags, other) < at:
+            if other is None or where[id(other)] < at:
                 continue
             if other.kind == "torch":
                 return None
@@ -264,7 +266,7 @@ class Program:
                 q = self.producer.get(v)
                 if q is None or q.name in self.recomputed or owner.get(q.name) is other:
                     continue
-                if owner.get(q.name) is None or _position(frags, owner[q.name]) >= at:
+                if owner.get(q.name) is None or where[id(owner[q.name])] >= at:
                     return None
             if all(f is not other for f in late):
                 late.append(other)
