@@ -1,45 +1,76 @@
 """Operator patterns a module spells out, put back as the one vocabulary operator they compute.
 
-Real code often writes a normalisation by hand: every Llama-style model (Llama, Mistral, Qwen,
+Real code often writes an operator by hand. Every Llama-style model (Llama, Mistral, Qwen,
 Gemma, Phi-3) and T5 compute RMS normalisation as
 
     x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
-Traced, that is five operators: the planner cuts them into a reduction and two pointwise
-kernels (three launches and two tensors written and read again), where the `rms_norm` template
-runs one kernel over each row. Inductor's pattern matcher does the same for its lowerings.
+and transformers' eager attention (and BERT's, ViT's, T5's, CLIP's) as
+
+    w = torch.matmul(q, k.transpose(-2, -1)) * scale        # or / sqrt(d), or no scale
+    w = w + mask                                             # optional: causal, padding, bias
+    w = softmax(w, dim=-1); w = dropout(w)                   # dropout: a copy in eval
+    out = torch.matmul(w, v)
+
+Traced, the first is five operators (three launches, two tensors written and read again), the
+second four or five launches and two L x S score tensors; `rms_norm` is one kernel over each
+row, `scaled_dot_product_attention` / `masked_attention` one flash-attention kernel. Inductor's
+pattern matcher does the same for its lowerings. Key and value heads repeated for grouped-query
+attention (`repeat_kv`: unsqueeze, expand, copy, reshape) are read in place instead
+(`enable_gqa`), in traced and recomposed attention alike: the copy disappears.
 
 A pattern is replaced only where its inner values have no other reader (so nothing else needs
-them) and the input is float32, where the template's arithmetic is the written form's (half
-precision would round each written step, the fused operator only the result).
+them) and is float32, where the fused arithmetic matches the written one (half precision would
+round each written step, the fused operator only the result).
 """
 
 from __future__ import annotations
 
 from .capture import Graph, Node, value_refs
 
+ATTENTION = ("scaled_dot_product_attention", "masked_attention")
+#: what eval mode leaves between the softmax and the product (dropout is a copy; a cast to the
+#: dtype the value already has), or between a product and its transposed operand
+_COPIES = ("aten.clone.default", "aten.alias.default", "aten.contiguous.default")
+_RESHAPES = ("aten._unsafe_view.default", "aten.view.default", "aten.reshape.default")
+
 
 def recompose(graph: Graph) -> Graph:
-    """`graph` with each hand-written RMS normalisation as one `rms_norm` node (in place)."""
+    """`graph` with hand-written RMS normalisations and attentions as one node each, and
+    repeated key/value heads read in place (in place; on any error the graph as it was)."""
     producer, users = graph.producer(), graph.users()
-    replaced: dict[str, Node] = {}  # the output's name -> its new node
+    replaced: dict[str, Node] = {}  # the name of the node a new one takes the place of -> it
     dropped: set[str] = set()  # names of the nodes the new ones stand for
     for node in graph.nodes:
-        found = _rms_norm(graph, node, producer, users)
-        if found is not None and not dropped & {n.name for n in found[1]}:
-            replaced[node.outputs[0]], inner = found
-            dropped |= {n.name for n in inner}
-    if not replaced:
-        return graph
-    nodes = []
-    for node in graph.nodes:
-        if node.name in dropped:
-            for out in node.outputs:
+        for find in (_rms_norm, _attention):
+            found = find(graph, node, producer, users)
+            if found is not None and not dropped & {n.name for n in found[1]}:
+                replaced[node.name], inner = found
+                dropped |= {n.name for n in inner}
+                break
+    nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
+    nodes = [_grouped(n, graph, producer) if n.op in ATTENTION else n for n in nodes]
+    if all(a is b for a, b in zip(nodes, graph.nodes)) and len(nodes) == len(graph.nodes):
+        return graph  # nothing found
+    nodes = _without_unread(nodes, graph.outputs)
+    kept = {out for n in nodes for out in n.outputs}
+    for n in graph.nodes:
+        for out in n.outputs:
+            if out not in kept:
                 graph.values.pop(out, None)
-        else:
-            nodes.append(replaced.get(node.outputs[0], node) if len(node.outputs) == 1 else node)
     graph.nodes = nodes
     return graph
+
+
+def _without_unread(nodes: list[Node], outputs: list[str]) -> list[Node]:
+    """`nodes` less the views and copies nothing reads any more (a transposed key or a repeated
+    one the new nodes read in place), transitively."""
+    while True:
+        read = set(outputs) | {v for n in nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
+        unread = [n for n in nodes if n.op is None and not n.mutates and not read & set(n.outputs)]
+        if not unread:
+            return nodes
+        nodes = [n for n in nodes if n not in unread]
 
 
 def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[Node, list[Node]] | None:
@@ -76,6 +107,160 @@ def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[No
                      attrs={"normalized_dims": 1, "eps": eps, "affine": False})
         return fused, inner
     return None
+
+
+def _attention(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[Node, list[Node]] | None:
+    """(the attention node, the nodes it replaces but `node`) where `node` is
+    matmul(softmax(matmul(q, k^T) [* c | / c] [+ mask], -1) [copies], v), else None."""
+    if node.op != "matmul" or node.attrs.get("transpose_b") or len(node.outputs) != 1:
+        return None
+    refs = value_refs(node.args)
+    if len(refs) != 2:
+        return None
+    weights, v = refs
+    inner: list[Node] = []
+    probs = producer.get(weights)
+    while probs is not None and _only_reader(probs, users, None, "to_dtype") and _passes_through(probs, graph.values):
+        inner.append(probs)
+        probs = producer.get(_input(probs))
+    softmax = _only_reader(probs, users, "softmax")
+    if softmax is None:
+        return None
+    scores = softmax.outputs[0]
+    rank = len(graph.values[scores].shape)
+    if softmax.attrs.get("dim") not in (rank - 1, -1):
+        return None
+    inner.append(softmax)
+    logits = producer.get(_input(softmax))
+    mask = None
+    added = _only_reader(logits, users, "add")
+    if added is not None and added.attrs.get("alpha", 1) == 1:
+        terms = value_refs(added.args)
+        for s, m in (terms, terms[::-1]) if len(terms) == 2 else ():
+            if s != m and producer.get(s) is not None and producer[s].op in ("matmul", "mul_scalar", "div_scalar"):
+                inner.append(added)
+                logits, mask = producer[s], m
+                break
+    scale = 1.0
+    scaled = _only_reader(logits, users, "mul_scalar", "div_scalar")
+    if scaled is not None:
+        c = float(scaled.attrs["value"])
+        scale = c if scaled.op == "mul_scalar" else 1.0 / c
+        inner.append(scaled)
+        logits = producer.get(_input(scaled))
+    product = _only_reader(logits, users, "matmul")
+    if product is None or len(value_refs(product.args)) != 2:
+        return None
+    inner.append(product)
+    q, kt = value_refs(product.args)
+    k = kt if product.attrs.get("transpose_b") else _untransposed(producer.get(kt), graph.values)
+    if k is None or not _attention_shapes(graph.values, q, k, v, mask, node.outputs[0]):
+        return None
+    if any(out in graph.outputs for n in inner for out in n.outputs):
+        return None  # the module returns a part (the weights, say): they stay computed
+    operands = [{"value": q}, {"value": k}, {"value": v}, {"value": mask} if mask else None, 0.0, False]
+    fused = Node(name=node.name, target="aten.scaled_dot_product_attention.default", args=operands,
+                 kwargs={"scale": scale}, outputs=list(node.outputs),
+                 op="masked_attention" if mask else "scaled_dot_product_attention",
+                 attrs={"scale": scale} if mask else {"scale": scale, "is_causal": False})
+    return fused, inner
+
+
+def _passes_through(node: Node, values: dict) -> bool:
+    """A copy of its input with the same values: eval-mode dropout, clone, a cast to its own dtype."""
+    if node.op == "to_dtype":
+        return values[_input(node)].dtype == values[node.outputs[0]].dtype
+    return node.target in _COPIES and len(value_refs(node.args)) == 1
+
+
+def _untransposed(node: Node | None, values: dict) -> str | None:
+    """x where `node` is x with its last two dims swapped (transpose, permute, t), else None."""
+    if node is None or node.op is not None or len(node.outputs) != 1:
+        return None
+    x = _input(node)
+    rank = len(values[x].shape) if x in values else 0
+    last = {rank - 2, rank - 1}
+    if node.target == "aten.transpose.int" and rank >= 2:
+        return x if {d % rank for d in node.args[1:3]} == last else None
+    if node.target == "aten.permute.default" and rank >= 2:
+        return x if [d % rank for d in node.args[1]] == list(range(rank - 2)) + [rank - 1, rank - 2] else None
+    return x if node.target in ("aten.t.default", "aten.mT.default") and rank == 2 else None
+
+
+def _attention_shapes(values: dict, q: str, k: str, v: str, mask: str | None, out: str) -> bool:
+    """float32 query (..., L, E), key (..., S, E) and value (..., S, Ev) of one rank (2-4), the
+    key's and value's batch broadcasting to the query's, which is the output's; a float32 mask
+    (added: a boolean one would add 0 or 1, not hide) broadcasting to the scores without
+    widening them."""
+    qs, ks, vs, os = (values[t].shape for t in (q, k, v, out))
+    if any(values[t].dtype != "torch.float32" for t in (q, k, v)) or not 2 <= len(qs) <= 4:
+        return False
+    if len(ks) != len(qs) or len(vs) != len(qs) or qs[-1] != ks[-1] or ks[-2] != vs[-2] or qs[:-1] != os[:-1]:
+        return False
+    if any(b not in (1, a) for t in (ks, vs) for a, b in zip(qs[:-2], t[:-2])):
+        return False
+    if mask is None:
+        return True
+    m = values[mask]
+    scores = list(qs[:-1]) + [ks[-2]]
+    return (m.dtype == "torch.float32" and len(m.shape) <= len(scores)
+            and all(d in (1, s) for d, s in zip(reversed(m.shape), reversed(scores))))
+
+
+def _grouped(node: Node, graph: Graph, producer: dict) -> Node:
+    """`node` (attention) reading the key and value heads in place where both are repeated
+    for grouped-query attention (transformers' `repeat_kv`); else `node` itself."""
+    refs = value_refs(node.args)
+    if node.attrs.get("enable_gqa") or len(refs) < 3:
+        return node
+    found = [_repeated_heads(r, graph.values, producer) for r in refs[1:3]]
+    if None in found or found[0][1] != found[1][1]:
+        return node
+    (k, _), (v, _) = found
+    renamed = {refs[1]: k, refs[2]: v}
+    args = [{"value": renamed[a["value"]]} if isinstance(a, dict) and a.get("value") in renamed else a
+            for a in node.args]
+    return Node(name=node.name, target=node.target, args=args, kwargs={**node.kwargs, "enable_gqa": True},
+                outputs=list(node.outputs), op=node.op, attrs={**node.attrs, "enable_gqa": True})
+
+
+def _repeated_heads(name: str, values: dict, producer: dict) -> tuple[str, int] | None:
+    """(x, n) where `name` is x (..., H, S, E) with each head repeated n times in place:
+    reshape([copy of] expand(unsqueeze(x, -3), (..., H, n, S, E)), (..., H * n, S, E))."""
+    reshape = producer.get(name)
+    if reshape is None or reshape.target not in _RESHAPES:
+        return None
+    source = _input(reshape)
+    if producer.get(source) is not None and producer[source].target == "aten.clone.default":
+        source = _input(producer[source])
+    expand = producer.get(source)
+    unsqueeze = _input_node(expand, producer) if expand is not None and expand.target == "aten.expand.default" else None
+    if unsqueeze is None or unsqueeze.target != "aten.unsqueeze.default":
+        return None
+    x = _input(unsqueeze)
+    while producer.get(x) is not None and _full_slice(producer[x], values):
+        x = _input(producer[x])
+    xs, expanded, out = values[x].shape, values[expand.outputs[0]].shape, values[name].shape
+    rank = len(xs)
+    if not 3 <= rank <= 4 or unsqueeze.args[1] % (rank + 1) != rank - 2:
+        return None
+    n = expanded[rank - 2]
+    if list(expanded) != list(xs[:rank - 2]) + [n] + list(xs[rank - 2:]):
+        return None
+    if list(out) != list(xs[:rank - 3]) + [xs[rank - 3] * n] + list(xs[rank - 2:]):
+        return None
+    return x, n
+
+
+def _full_slice(node: Node, values: dict) -> bool:
+    """x[:, :] along one dim: the same tensor (`hidden_states[:, :, None]` traces to it)."""
+    if node.target != "aten.slice.Tensor" or len(node.outputs) != 1:
+        return False
+    x = _input(node)
+    args = list(node.args) + [0, None, None, 1][len(node.args) - 1:]
+    start, end, step = args[2], args[3], args[4]
+    return (start in (0, None) and step == 1 and values[x].shape == values[node.outputs[0]].shape
+            and (end is None or isinstance(end, int) and end >= values[x].shape[args[1]]))
 
 
 def _only_reader(node: Node | None, users: dict, *ops: str) -> Node | None:

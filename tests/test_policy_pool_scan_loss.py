@@ -336,6 +336,27 @@ def test_attention(cpu_verifier, expr, inputs):
     assert 'input_precision="ieee"' in cand.source
 
 
+# PyTorch's own mask, scale and grouped heads (transformers' sdpa path): one kernel reading the
+# mask through its broadcast strides; rows a mask hides entirely give zeros (PyTorch's safe softmax)
+MASKED_ATTENTION = [
+    ("F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=0.3, enable_gqa=True)",
+     "torch.randn(2, 4, 20, 16), torch.randn(2, 2, 30, 16), torch.randn(2, 2, 30, 12), "
+     "(torch.rand(20, 30) > 0.3) & (torch.arange(20) != 3)[:, None]"),  # boolean, row 3 hidden
+    ("F.scaled_dot_product_attention(q, k, v, attn_mask=m)",
+     "torch.randn(2, 3, 20, 16), torch.randn(2, 3, 40, 16), torch.randn(2, 3, 40, 16), "
+     "torch.where(torch.rand(2, 1, 1, 40) > 0.2, 0.0, torch.finfo(torch.float32).min)"),  # padding
+    ("torch.tanh(F.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=1.0))",
+     "torch.randn(3, 20, 8), torch.randn(3, 24, 8), torch.randn(3, 24, 8), "
+     "torch.randn(20, 24).masked_fill(torch.arange(20)[:, None] == 5, float('-inf'))"),  # a bias; row 5: -inf
+]
+
+
+@pytest.mark.parametrize("expr,inputs", MASKED_ATTENTION, ids=[f"{e[35:70]} {i[-30:]}" for e, i in MASKED_ATTENTION])
+def test_masked_attention(cpu_verifier, expr, inputs):
+    cand = check(cpu_verifier, source(expr, inputs, args="q, k, v, m"), ["masked_attention"])
+    assert cand.source.count("@triton.jit") == 1 and "_m = m.expand(_B, _H, _L, _S)" in cand.source
+
+
 def test_attention_keeps_matmul_routing(cpu_verifier):
     check(cpu_verifier, source("torch.relu(x @ y)", "torch.randn(20, 30), torch.randn(30, 10)", args="x, y"),
           ["matmul, relu"])

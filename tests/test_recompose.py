@@ -129,3 +129,146 @@ class ReturnsVariance(nn.Module):  # the variance is an output too: the five ope
 def test_a_pattern_whose_part_the_module_returns_stays_as_written():
     found = ops(ReturnsVariance(), torch.randn(2, 4, 16))
     assert "rms_norm" not in found and "mean" in found
+
+
+# -- attention ---------------------------------------------------------------------------------
+
+EAGER_ATTENTION = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def repeat_kv(hidden_states, n_rep):
+    batch, heads, slen, dim = hidden_states.shape
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, heads, n_rep, slen, dim)
+    return hidden_states.reshape(batch, heads * n_rep, slen, dim)
+
+
+class Model(nn.Module):
+    \"\"\"transformers' eager attention (Llama, Qwen, Mistral, Gemma): grouped-query heads repeated
+    by repeat_kv, the scores scaled, an additive mask sliced to the keys, softmax in float32,
+    dropout (a copy in eval), the weighted values.\"\"\"
+
+    def __init__(self, hidden=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.dim = heads, kv_heads, hidden // heads
+        self.scaling = self.dim ** -0.5
+        self.q = nn.Linear(hidden, heads * self.dim, bias=False)
+        self.k = nn.Linear(hidden, kv_heads * self.dim, bias=False)
+        self.v = nn.Linear(hidden, kv_heads * self.dim, bias=False)
+        self.o = nn.Linear(heads * self.dim, hidden, bias=False)
+
+    def forward(self, x, mask):
+        b, t, _ = x.shape
+        q = self.q(x).view(b, t, -1, self.dim).transpose(1, 2)
+        k = repeat_kv(self.k(x).view(b, t, -1, self.dim).transpose(1, 2), self.heads // self.kv_heads)
+        v = repeat_kv(self.v(x).view(b, t, -1, self.dim).transpose(1, 2), self.heads // self.kv_heads)
+        w = torch.matmul(q, k.transpose(2, 3)) * self.scaling
+        w = w + mask[:, :, :, : k.shape[-2]]
+        w = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
+        w = F.dropout(w, p=0.1, training=self.training)
+        out = torch.matmul(w, v).transpose(1, 2).contiguous()
+        return self.o(out.reshape(b, t, -1))
+
+
+def get_inputs():
+    low = torch.finfo(torch.float32).min
+    mask = torch.triu(torch.full((9, 9), low), 1)[None, None].repeat(2, 1, 1, 1)
+    mask[1, :, 4] = low  # a row the mask hides entirely: uniform weights, as PyTorch computes them
+    return [torch.randn(2, 9, 32), mask]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _eager_attention():
+    ns: dict = {}
+    exec(EAGER_ATTENTION, ns)
+    return ns["Model"]().eval(), ns["get_inputs"]()
+
+
+class BertAttention(nn.Module):  # divided by sqrt(d), a padding mask over the keys, dropout
+    def forward(self, q, k, v, mask):
+        scores = torch.matmul(q, k.transpose(-1, -2)) / 8 ** 0.5
+        probs = nn.functional.dropout(torch.softmax(scores + mask, dim=-1), 0.1, training=False)
+        return torch.matmul(probs, v)
+
+
+class VitAttention(nn.Module):  # scaled, no mask
+    def forward(self, q, k, v):
+        return torch.softmax((q @ k.transpose(-1, -2)) * 0.25, dim=-1) @ v
+
+
+class T5Attention(nn.Module):  # no scale; a position bias added
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(1, 2, 5, 7))
+
+    def forward(self, q, k, v):
+        return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(3, 2)) + self.bias, dim=-1), v)
+
+
+class WeightsReturned(nn.Module):  # output_attentions: the weights are an output, so they stay
+    def forward(self, q, k, v):
+        w = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+        return w @ v, w
+
+
+class OverQueries(nn.Module):  # a softmax over the queries is not attention's
+    def forward(self, q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-2) @ v
+
+
+class BooleanAdded(nn.Module):  # adding a boolean adds 0 or 1: not a mask that hides
+    def forward(self, q, k, v, m):
+        return torch.softmax(q @ k.transpose(-1, -2) + m, dim=-1) @ v
+
+
+def _nodes(module, *inputs):
+    return capture_module(module, list(inputs)).nodes
+
+
+def test_hand_written_attention_becomes_one_operator():
+    q, k, v = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 6)
+    cases = [(BertAttention(), (q, k, v, torch.randn(2, 1, 1, 7)), "masked_attention", 8 ** -0.5),
+             (VitAttention(), (q, k, v), "scaled_dot_product_attention", 0.25),
+             (T5Attention(), (q, k, v), "masked_attention", 1.0)]
+    for module, inputs, op, scale in cases:
+        nodes = _nodes(module, *inputs)
+        found = [n.op for n in nodes]
+        assert found.count(op) == 1 and not {"matmul", "softmax", "add", "div_scalar"} & set(found), (module, found)
+        (node,) = [n for n in nodes if n.op == op]
+        assert node.attrs["scale"] == pytest.approx(scale) and not node.attrs.get("enable_gqa")
+
+
+def test_repeated_key_value_heads_are_read_in_place():
+    model, inputs = _eager_attention()
+    graph = capture_module(model, inputs)
+    (attention,) = [n for n in graph.nodes if n.op == "masked_attention"]
+    assert attention.attrs["enable_gqa"] and attention.kwargs["enable_gqa"]
+    key, value = (graph.values[a["value"]].shape for a in attention.args[1:3])
+    assert key == value == [2, 2, 9, 8]  # two key/value heads for four query heads, not a copy of four
+    assert "aten.expand.default" not in {n.target for n in graph.nodes}
+    assert not {"matmul", "softmax"} & {n.op for n in graph.nodes}
+
+
+@pytest.mark.parametrize("module", [WeightsReturned(), OverQueries(), BooleanAdded()],
+                         ids=["weights-returned", "over-queries", "boolean-added"])
+def test_attention_patterns_that_differ_stay_as_written(module):
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 6)
+    inputs = (q, k, v, torch.rand(5, 7) > 0.5) if isinstance(module, BooleanAdded) else (q, k, v)
+    found = [n.op for n in _nodes(module, *inputs)]
+    assert "softmax" in found and not {"scaled_dot_product_attention", "masked_attention"} & set(found), found
+
+
+def test_eager_attention_converts_to_one_kernel_and_matches_the_module(cpu_verifier):
+    """The eager attention, mask and grouped heads included, is one flash-attention kernel reading
+    the key/value heads in place; a fully masked row's uniform weights come out as PyTorch's."""
+    _, result, _ = convert(cpu_verifier, EAGER_ATTENTION, mode="strict")
+    assert result.correct, failures(result)
+    assert "masked_attention: Triton" in result.plan and "softmax" not in result.plan, result.plan
+    forward = result.source.split("def forward")[1]
+    assert forward.count("masked_attention_kernel[") == 1 and "_H // _k.shape[1]" in forward

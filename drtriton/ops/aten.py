@@ -222,11 +222,20 @@ def _einsum(node, values):
 
 
 def _sdpa(node, values):
-    a = _args(node, ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"],
-              {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None})
-    if a["attn_mask"] is not None or a["dropout_p"] or a["scale"] is not None:
+    """F.scaled_dot_product_attention: `masked_attention` when it has a mask (PyTorch refuses a
+    mask with is_causal); rows the mask hides entirely give zeros, PyTorch's safe softmax."""
+    a = _args(node, ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"],
+              {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False})
+    if a["dropout_p"] or (a["attn_mask"] is not None and a["is_causal"]):
         return None
-    return "scaled_dot_product_attention", {"is_causal": bool(a["is_causal"])}
+    attrs = {"scale": float(a["scale"])} if a["scale"] is not None else {}
+    if a["enable_gqa"]:
+        attrs["enable_gqa"] = True
+    if a["attn_mask"] is None:
+        return "scaled_dot_product_attention", {"is_causal": bool(a["is_causal"]), **attrs}
+    if not _is_tensor(a["attn_mask"]):
+        return None
+    return "masked_attention", {**attrs, "zero_empty_rows": True}
 
 
 def _recurrent(name: str):

@@ -86,6 +86,9 @@ def choose(candidates: list[str], args: tuple, kwargs: dict) -> str:
         scalar_form = [c for c in candidates if c.endswith("_scalar")]
         tensor_form = [c for c in candidates if not c.endswith("_scalar")]
         return (scalar_form if scalar and len(tensors) == 1 else tensor_form or scalar_form)[0]
+    if "masked_attention" in pick:  # F.scaled_dot_product_attention: a mask decides
+        masked = kwargs.get("attn_mask") is not None or len(args) > 3 and args[3] is not None
+        return "masked_attention" if masked else "scaled_dot_product_attention"
     if {"max", "maximum"} <= pick or {"min", "minimum"} <= pick:
         binary = len(tensors) >= 2
         return next(c for c in candidates if c.endswith("imum") == binary)

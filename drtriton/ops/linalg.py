@@ -1,7 +1,14 @@
 """Matrix products: matmul (batched, broadcasting), bmm, linear (nn.Linear) and attention.
 
 FLOPs: 2 per multiply-accumulate; linear adds one per output element for the bias; attention
-counts both products plus 5 per score for the softmax.
+counts both products plus 5 per score for the softmax (6 with a mask).
+
+Attention is two operators because an operator's inputs are fixed: `scaled_dot_product_attention`
+(query, key, value) and `masked_attention` (the same and `attn_mask`: additive when floating,
+where-style when boolean, as PyTorch reads it). Both take PyTorch's `scale` (None: 1/sqrt(E)) and
+`enable_gqa` (query heads grouped over fewer key/value heads); neither is drawn with them, so
+synthesis keeps its programs, and capture sets them from the traced call or from a pattern
+(`drtriton.recompose`).
 """
 
 from __future__ import annotations
@@ -63,16 +70,41 @@ def _linear_module(attrs, shapes):
 
 
 def _sdpa_rule(ctx, dims, attrs):
-    q, k, v = dims
+    q, k, v = dims[:3]
     if min(len(q), len(k), len(v)) < 2:
         raise ShapeError("attention needs query, key and value of rank >= 2")
     ctx.require(q[-1] == k[-1], "attention: query and key embedding sizes differ")
     ctx.require(k[-2] == v[-2], "attention: key and value sequence lengths differ")
-    batch = broadcast_shapes(ctx, q[:-2], k[:-2], v[:-2])
+    if attrs.get("enable_gqa"):
+        if min(len(q), len(k), len(v)) < 3:
+            raise ShapeError("grouped-query attention needs a heads axis (rank >= 3)")
+        ctx.require(k[-3] == v[-3], "attention: key and value head counts differ")
+        ctx.quotient(q[-3], k[-3], "attention: query heads are not a multiple of key/value heads")
+        batch = broadcast_shapes(ctx, q[:-3], k[:-3], v[:-3]) + [q[-3]]
+    else:
+        batch = broadcast_shapes(ctx, q[:-2], k[:-2], v[:-2])
     length, source, embed, value_embed = q[-2], k[-2], q[-1], v[-1]
     scores = ctx.mul(*batch, length, source)
     flops = 2 * ctx.mul(scores, embed) + 2 * ctx.mul(scores, value_embed) + 5 * scores
+    if len(dims) == 4:  # the mask broadcasts to the scores, never widening them
+        mask, full = dims[3], batch + [length, source]
+        if len(mask) > len(full):
+            raise ShapeError("attention: the mask has more dimensions than the scores")
+        for m, s in zip(reversed(mask), reversed(full)):
+            ctx.require(ctx.broadcast(m, s) == s, "attention: the mask does not broadcast to the scores")
+        flops = flops + scores
     return batch + [length, value_embed], flops
+
+
+def _sdpa_template(masked: bool):
+    """PyTorch's call: keyword arguments only where they differ from the defaults (the mask's
+    operator has no `is_causal`: PyTorch refuses both)."""
+    def template(attrs) -> str:
+        extra = ", attn_mask={w}" if masked else ", is_causal={is_causal}"
+        extra += ", scale={scale}" if attrs.get("scale") is not None else ""
+        extra += ", enable_gqa=True" if attrs.get("enable_gqa") else ""
+        return "F.scaled_dot_product_attention({x}, {y}, {z}" + extra + ")"
+    return template
 
 
 def _sdpa_fresh(rng: random.Random, slot: int, anchor_slot: int, anchor_rank: int) -> list:
@@ -84,11 +116,21 @@ def _sdpa_fresh(rng: random.Random, slot: int, anchor_slot: int, anchor_rank: in
         return batch + ["free" if anchor_slot == 0 else second, last if anchor_slot == 0 else "free"]
     if slot == 2:  # value (..., S, Ev)
         return batch + [second if anchor_slot == 1 else "free", "free"]
+    if slot == 3:  # mask (..., L, S), a broadcast batch
+        return ["one"] * len(batch) + [second if anchor_slot == 0 else "free", "free"]
     return batch + ["free", last if anchor_slot == 1 else "free"]  # query (..., L, E)
 
 
 def _sdpa_range(rs, attrs):
     return rs[2]  # a convex combination of value rows
+
+
+def _masked_ranks(slot: int, known) -> tuple[int, ...]:
+    """Query, key and value of one rank (2-4); the mask of any rank up to theirs."""
+    rank = known.get(0, known.get(1, known.get(2)))
+    if slot == 3:
+        return tuple(range(1, (rank or 4) + 1))
+    return (rank,) if rank is not None else (2, 3, 4)
 
 
 OPERATORS = (
@@ -113,11 +155,21 @@ OPERATORS = (
     ),
     Operator(
         name="scaled_dot_product_attention", category="matmul",
-        description="softmax(q k^T / sqrt(E)) v, optionally causal",
+        description="softmax(q k^T * scale) v (scale 1/sqrt(E) unless given), optionally causal",
         slots=(Slot("query", (2, 3, 4)), Slot("key", (2, 3, 4)), Slot("value", (2, 3, 4))),
         same_rank=True, rule=_sdpa_rule, fresh=_sdpa_fresh, value_range=_sdpa_range,
-        torch_template="F.scaled_dot_product_attention({x}, {y}, {z}, is_causal={is_causal})",
+        torch_template=_sdpa_template(masked=False),
         attrs=(Choice("is_causal", (False, True)),),
         torch_functions=(_F + "scaled_dot_product_attention",),
+    ),
+    Operator(
+        name="masked_attention", category="matmul",
+        description="softmax(q k^T * scale + mask) v; a boolean mask keeps the scores where True",
+        slots=(Slot("query", (2, 3, 4)), Slot("key", (2, 3, 4)), Slot("value", (2, 3, 4)),
+               Slot("attn_mask", (1, 2, 3, 4))),
+        rank_rule=_masked_ranks, rule=_sdpa_rule, fresh=_sdpa_fresh, value_range=_sdpa_range,
+        torch_template=_sdpa_template(masked=True),
+        torch_functions=(_F + "scaled_dot_product_attention",),  # with attn_mask (`coverage.choose`)
+        drawn=False,
     ),
 )

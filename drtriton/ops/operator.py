@@ -163,7 +163,7 @@ AxesFn = Callable[[Mapping[str, Any], int], "frozenset[int] | None"]
 #: "free" (a new size), "one" (the constant 1) or an int (the same size as that anchor axis)
 FreshFn = Callable[[random.Random, int, int, int], list]
 
-INPUT_NAMES = ("x", "y", "z")
+INPUT_NAMES = ("x", "y", "z", "w")
 
 
 def float_source(value: float) -> str:
@@ -216,7 +216,7 @@ class Operator:
         ``output_rank(ranks, attrs)``; ``constrain(model, input_dims, attrs)`` the CP-SAT form.
 
     Code
-      - ``torch_template``: the forward expression over ``{x}``, ``{y}``, ``{z}`` (inputs),
+      - ``torch_template``: the forward expression over ``{x}``, ``{y}``, ``{z}``, ``{w}`` (inputs),
         attributes by name and ``{module}`` (the module attribute); ``torch_expr`` fills it.
       - ``module(attrs, input_shapes) -> ModuleCall`` for operators with weights (module form in
         generated programs, KernelBench style); ``module_expr`` renders it.

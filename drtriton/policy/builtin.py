@@ -41,7 +41,7 @@ class _ByOp:
 
 EMITTERS = {
     "pointwise": elementwise,
-    "matmul": _ByOp(matmul, scaled_dot_product_attention=attention),
+    "matmul": _ByOp(matmul, scaled_dot_product_attention=attention, masked_attention=attention),
     "reduction": rows,
     "softmax": rows,
     "norm": _ByOp(norms, batch_norm=batchnorm),
@@ -193,7 +193,7 @@ class BuiltinPolicy:
             return triton
         if self.device != "cuda":
             return triton + [LIBRARY]
-        gemm = frag.kind == "matmul" and frag.anchor.op != "scaled_dot_product_attention"
+        gemm = frag.kind == "matmul" and frag.anchor.op not in ("scaled_dot_product_attention", "masked_attention")
         template_first = gemm or (frag.kind == "conv" and conv.is_direct(program, frag))
         return triton[:1] + [LIBRARY] + triton[1:] if template_first else [LIBRARY] + triton
 
