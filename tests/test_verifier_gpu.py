@@ -147,3 +147,20 @@ def test_cuda_graphed_replays_new_inputs_into_outputs_the_caller_keeps():
         assert len(graphed.graphs) == 2  # a new input signature, a new graph
     with pytest.raises(RuntimeError, match="inference only"):
         graphed(torch.randn(5, 64, device="cuda"))
+
+
+@pytest.mark.parametrize("name", ["eager_gqa", "bert_padding", "sdpa_bool_mask", "small_eager_gqa"])
+def test_attention_as_real_code_writes_it_converts_to_one_kernel_on_the_gpu(gpu_verifier, name):
+    """Masked and grouped-query attention, hand-written (transformers' eager, BERT's) or through
+    F.scaled_dot_product_attention, compiled for the GPU: one flash-attention kernel, correct on
+    fresh inputs (padding masks, and in the small module a row its mask hides entirely)."""
+    from pathlib import Path
+
+    from test_real_modules import convert, failures
+    from test_recompose import EAGER_ATTENTION
+
+    root = Path(__file__).resolve().parents[1]
+    source = EAGER_ATTENTION if name == "small_eager_gqa" else (root / "benchmarks" / "attention" / f"{name}.py").read_text()
+    _, result, _ = convert(gpu_verifier, source, mode="strict", budget=180)
+    assert result.correct, failures(result)
+    assert "masked_attention: Triton" in result.plan and "softmax" not in result.plan, result.plan
