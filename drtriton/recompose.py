@@ -26,7 +26,10 @@ round each written step, the fused operator only the result).
 
 from __future__ import annotations
 
+import warnings
+
 from .capture import Graph, Node, value_refs
+from .errors import describe_exception
 
 ATTENTION = ("scaled_dot_product_attention", "masked_attention")
 #: what eval mode leaves between the softmax and the product (dropout is a copy; a cast to the
@@ -37,7 +40,16 @@ _RESHAPES = ("aten._unsafe_view.default", "aten.view.default", "aten.reshape.def
 
 def recompose(graph: Graph) -> Graph:
     """`graph` with hand-written RMS normalisations and attentions as one node each, and
-    repeated key/value heads read in place (in place; on any error the graph as it was)."""
+    repeated key/value heads read in place (in place). A matcher's error costs the fusion, never
+    the conversion: the graph stays as it was (nothing changes before the end), with a warning."""
+    try:
+        return _recompose(graph)
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"drtriton: operator patterns left as written ({describe_exception(e)})", stacklevel=2)
+        return graph
+
+
+def _recompose(graph: Graph) -> Graph:
     producer, users = graph.producer(), graph.users()
     replaced: dict[str, Node] = {}  # the name of the node a new one takes the place of -> it
     dropped: set[str] = set()  # names of the nodes the new ones stand for

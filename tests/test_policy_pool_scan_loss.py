@@ -324,7 +324,9 @@ ATTENTION = [
     ("F.scaled_dot_product_attention(q, k, v, is_causal=True)", "torch.randn(1, 2, 70, 16), "
      "torch.randn(1, 2, 70, 16), torch.randn(1, 2, 70, 16)"),
     ("F.scaled_dot_product_attention(q, k, v)", "torch.randn(1, 2, 33, 200), torch.randn(1, 2, 50, 200), "
-     "torch.randn(1, 2, 50, 150)"),  # wide heads: D in chunks, DV over programs
+     "torch.randn(1, 2, 50, 150)"),  # wide heads: D in chunks, DV in one program (up to 256)
+    ("F.scaled_dot_product_attention(q, k, v)", "torch.randn(1, 2, 33, 40), torch.randn(1, 2, 50, 40), "
+     "torch.randn(1, 2, 50, 300)"),  # value heads past 256: columns over programs
     ("torch.relu(F.scaled_dot_product_attention(q, k, v)) * 2.0", "torch.randn(3, 33, 8), "
      "torch.randn(3, 50, 8), torch.randn(3, 50, 8)"),  # rank 3, epilogue
 ]

@@ -272,3 +272,16 @@ def test_eager_attention_converts_to_one_kernel_and_matches_the_module(cpu_verif
     assert "masked_attention: Triton" in result.plan and "softmax" not in result.plan, result.plan
     forward = result.source.split("def forward")[1]
     assert forward.count("masked_attention_kernel[") == 1 and "_H // _k.shape[1]" in forward
+
+
+def test_a_failing_pattern_matcher_leaves_the_graph_as_written(monkeypatch):
+    import drtriton.recompose as recompose
+
+    def broken(*args):
+        raise IndexError("a matcher's bug")
+
+    monkeypatch.setattr(recompose, "_attention", broken)
+    q, k, v = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 6)
+    with pytest.warns(UserWarning, match="operator patterns left as written .IndexError: a matcher's bug"):
+        found = [n.op for n in _nodes(VitAttention(), q, k, v)]
+    assert "softmax" in found and found.count("matmul") == 2, found
