@@ -32,10 +32,14 @@ from .capture import Graph, Node, value_refs
 from .errors import describe_exception
 
 ATTENTION = ("scaled_dot_product_attention", "masked_attention")
-#: what eval mode leaves between the softmax and the product (dropout is a copy; a cast to the
-#: dtype the value already has), or between a product and its transposed operand
-_COPIES = ("aten.clone.default", "aten.alias.default", "aten.contiguous.default")
+#: what eval mode leaves between the softmax and the product: dropout is a copy (or an alias)
+_COPIES = ("aten.clone.default", "aten.alias.default")
 _RESHAPES = ("aten._unsafe_view.default", "aten.view.default", "aten.reshape.default")
+#: what a rewrite may leave unread and `_without_unread` removes: views and copies (never a
+#: random op, whose removal would shift the generator's stream)
+_LAYOUT = _COPIES + _RESHAPES + ("aten.transpose.int", "aten.permute.default", "aten.t.default",
+                                 "aten.expand.default", "aten.unsqueeze.default", "aten.slice.Tensor",
+                                 "aten.sym_size.int")
 
 
 def recompose(graph: Graph) -> Graph:
@@ -56,8 +60,15 @@ def _recompose(graph: Graph) -> Graph:
     for node in graph.nodes:
         for find in (_rms_norm, _attention):
             found = find(graph, node, producer, users)
-            if found is not None and not dropped & {n.name for n in found[1]}:
-                replaced[node.name], inner = found
+            if found is None:
+                continue
+            fused, inner = found
+            # patterns that overlap (attention nested in attention) or read what another one
+            # removed: the first found wins, the other stays as written
+            touched = {n.name for n in inner} | {node.name}
+            read = {producer[v].name for v in value_refs(fused.args) if v in producer}
+            if not (touched | read) & (dropped | replaced.keys()):
+                replaced[node.name] = fused
                 dropped |= {n.name for n in inner}
                 break
     nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
@@ -65,6 +76,7 @@ def _recompose(graph: Graph) -> Graph:
     if all(a is b for a, b in zip(nodes, graph.nodes)) and len(nodes) == len(graph.nodes):
         return graph  # nothing found
     nodes = _without_unread(nodes, graph.outputs)
+    _check_defined(nodes, graph)
     kept = {out for n in nodes for out in n.outputs}
     for n in graph.nodes:
         for out in n.outputs:
@@ -79,10 +91,23 @@ def _without_unread(nodes: list[Node], outputs: list[str]) -> list[Node]:
     one the new nodes read in place), transitively."""
     while True:
         read = set(outputs) | {v for n in nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
-        unread = [n for n in nodes if n.op is None and not n.mutates and not read & set(n.outputs)]
+        unread = [n for n in nodes if n.target in _LAYOUT and not n.mutates and not read & set(n.outputs)]
         if not unread:
             return nodes
         nodes = [n for n in nodes if n not in unread]
+
+
+def _check_defined(nodes: list[Node], graph: Graph) -> None:
+    """Raise (so the graph stays as written) if a node would read a value nothing defines
+    before it."""
+    defined = set(graph.inputs) | {k for k, v in graph.values.items() if v.kind != "node"}
+    for n in nodes:
+        missing = [v for v in value_refs(n.args) + value_refs(list(n.kwargs.values())) if v not in defined]
+        if missing:
+            raise ValueError(f"{n.name} would read {missing[0]}, which the rewrite removed")
+        defined |= set(n.outputs)
+    if not set(graph.outputs) <= defined:
+        raise ValueError("an output the rewrite removed")
 
 
 def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[Node, list[Node]] | None:
@@ -123,7 +148,10 @@ def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[No
 
 def _attention(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[Node, list[Node]] | None:
     """(the attention node, the nodes it replaces but `node`) where `node` is
-    matmul(softmax(matmul(q, k^T) [* c | / c] [+ mask], -1) [copies], v), else None."""
+    matmul(softmax(matmul(q, k^T) [* c | / c] [+ mask], -1) [copies], v), else None.
+
+    The node is a plain softmax's: a row whose mask is all -inf gives NaN as the written softmax
+    does (where F.scaled_dot_product_attention's safe softmax gives zeros: `zero_empty_rows`)."""
     if node.op != "matmul" or node.attrs.get("transpose_b") or len(node.outputs) != 1:
         return None
     refs = value_refs(node.args)
@@ -136,46 +164,51 @@ def _attention(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[N
         inner.append(probs)
         probs = producer.get(_input(probs))
     softmax = _only_reader(probs, users, "softmax")
-    if softmax is None:
-        return None
-    scores = softmax.outputs[0]
-    rank = len(graph.values[scores].shape)
-    if softmax.attrs.get("dim") not in (rank - 1, -1):
+    if softmax is None or softmax.attrs.get("dim") not in (len(graph.values[softmax.outputs[0]].shape) - 1, -1):
         return None
     inner.append(softmax)
-    logits = producer.get(_input(softmax))
-    mask = None
-    added = _only_reader(logits, users, "add")
-    if added is not None and added.attrs.get("alpha", 1) == 1:
-        terms = value_refs(added.args)
-        for s, m in (terms, terms[::-1]) if len(terms) == 2 else ():
-            if s != m and producer.get(s) is not None and producer[s].op in ("matmul", "mul_scalar", "div_scalar"):
-                inner.append(added)
-                logits, mask = producer[s], m
-                break
-    scale = 1.0
-    scaled = _only_reader(logits, users, "mul_scalar", "div_scalar")
+    logits = _input(softmax)
+    added = _only_reader(producer.get(logits), users, "add")
+    # scores + mask, in either order, or the scores alone
+    readings = [(t, m, [added]) for t, m in _both_orders(value_refs(added.args))] if added else []
+    for scores, mask, more in readings + [(logits, None, [])]:
+        found = _scores(scores, graph, producer, users)
+        if found is None:
+            continue
+        q, k, scale, chain = found
+        if mask == scores or not _attention_shapes(graph.values, q, k, v, mask, node.outputs[0]):
+            continue
+        parts = inner + more + chain
+        if any(out in graph.outputs for n in parts for out in n.outputs):
+            return None  # the module returns a part (the weights, say): they stay computed
+        operands = [{"value": q}, {"value": k}, {"value": v}, {"value": mask} if mask else None, 0.0, False]
+        fused = Node(name=node.name, target="aten.scaled_dot_product_attention.default", args=operands,
+                     kwargs={"scale": scale}, outputs=list(node.outputs),
+                     op="masked_attention" if mask else "scaled_dot_product_attention",
+                     attrs={"scale": scale} if mask else {"scale": scale, "is_causal": False})
+        return fused, parts
+    return None
+
+
+def _both_orders(terms: list[str]) -> list[tuple[str, str]]:
+    return [(terms[0], terms[1]), (terms[1], terms[0])] if len(terms) == 2 else []
+
+
+def _scores(name: str, graph: Graph, producer: dict, users: dict) -> tuple[str, str, float, list[Node]] | None:
+    """(q, k, scale, the nodes) where `name` is matmul(q, k^T), times or divided by a constant."""
+    scale, chain = 1.0, []
+    scaled = _only_reader(producer.get(name), users, "mul_scalar", "div_scalar")
     if scaled is not None:
         c = float(scaled.attrs["value"])
         scale = c if scaled.op == "mul_scalar" else 1.0 / c
-        inner.append(scaled)
-        logits = producer.get(_input(scaled))
-    product = _only_reader(logits, users, "matmul")
+        chain.append(scaled)
+        name = _input(scaled)
+    product = _only_reader(producer.get(name), users, "matmul")
     if product is None or len(value_refs(product.args)) != 2:
         return None
-    inner.append(product)
     q, kt = value_refs(product.args)
     k = kt if product.attrs.get("transpose_b") else _untransposed(producer.get(kt), graph.values)
-    if k is None or not _attention_shapes(graph.values, q, k, v, mask, node.outputs[0]):
-        return None
-    if any(out in graph.outputs for n in inner for out in n.outputs):
-        return None  # the module returns a part (the weights, say): they stay computed
-    operands = [{"value": q}, {"value": k}, {"value": v}, {"value": mask} if mask else None, 0.0, False]
-    fused = Node(name=node.name, target="aten.scaled_dot_product_attention.default", args=operands,
-                 kwargs={"scale": scale}, outputs=list(node.outputs),
-                 op="masked_attention" if mask else "scaled_dot_product_attention",
-                 attrs={"scale": scale} if mask else {"scale": scale, "is_causal": False})
-    return fused, inner
+    return (q, k, scale, chain + [product]) if k is not None else None
 
 
 def _passes_through(node: Node, values: dict) -> bool:
@@ -215,6 +248,12 @@ def _attention_shapes(values: dict, q: str, k: str, v: str, mask: str | None, ou
         return True
     m = values[mask]
     scores = list(qs[:-1]) + [ks[-2]]
+    # a symbolic (batch) dim may take other sizes: only where the scores' dim is symbolic too
+    # is it known not to widen them
+    free = {len(qs) - 1 - d for d in values[q].symbolic if d < len(qs) - 1}
+    free |= {0} if len(ks) - 2 in values[k].symbolic else set()  # the keys (S) are the last dim
+    if any(len(m.shape) - 1 - d not in free for d in m.symbolic):
+        return False
     return (m.dtype == "torch.float32" and len(m.shape) <= len(scores)
             and all(d in (1, s) for d, s in zip(reversed(m.shape), reversed(scores))))
 
@@ -222,18 +261,20 @@ def _attention_shapes(values: dict, q: str, k: str, v: str, mask: str | None, ou
 def _grouped(node: Node, graph: Graph, producer: dict) -> Node:
     """`node` (attention) reading the key and value heads in place where both are repeated
     for grouped-query attention (transformers' `repeat_kv`); else `node` itself."""
-    refs = value_refs(node.args)
-    if node.attrs.get("enable_gqa") or len(refs) < 3:
+    if node.attrs.get("enable_gqa") or len(node.args) < 3 or not all(_is_value(a) for a in node.args[:3]):
         return node
-    found = [_repeated_heads(r, graph.values, producer) for r in refs[1:3]]
+    found = [_repeated_heads(a["value"], graph.values, producer) for a in node.args[1:3]]
     if None in found or found[0][1] != found[1][1]:
         return node
     (k, _), (v, _) = found
-    renamed = {refs[1]: k, refs[2]: v}
-    args = [{"value": renamed[a["value"]]} if isinstance(a, dict) and a.get("value") in renamed else a
-            for a in node.args]
+    args = list(node.args)
+    args[1:3] = [{"value": k}, {"value": v}]  # the query (and a mask) may be the same tensor: kept
     return Node(name=node.name, target=node.target, args=args, kwargs={**node.kwargs, "enable_gqa": True},
                 outputs=list(node.outputs), op=node.op, attrs={**node.attrs, "enable_gqa": True})
+
+
+def _is_value(a) -> bool:
+    return isinstance(a, dict) and "value" in a
 
 
 def _repeated_heads(name: str, values: dict, producer: dict) -> tuple[str, int] | None:

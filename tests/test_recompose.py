@@ -5,12 +5,13 @@ where the pattern's inner values are read elsewhere, or the dims or dtype differ
 
 import re
 import textwrap
+import warnings
 
 import pytest
 import torch
 import torch.nn as nn
 
-from drtriton.capture import capture_module
+from drtriton.capture import capture_module, value_refs
 from test_real_modules import convert, failures
 
 LLAMA = """
@@ -285,3 +286,44 @@ def test_a_failing_pattern_matcher_leaves_the_graph_as_written(monkeypatch):
     with pytest.warns(UserWarning, match="operator patterns left as written .IndexError: a matcher's bug"):
         found = [n.op for n in _nodes(VitAttention(), q, k, v)]
     assert "softmax" in found and found.count("matmul") == 2, found
+
+
+class Nested(nn.Module):  # attention whose weights come from attention: the first found is fused
+    def forward(self, a, b, c, d):
+        return torch.softmax(torch.softmax(a @ b.mT, -1) @ c.mT, -1) @ d
+
+
+class SelfRepeated(nn.Module):  # repeated heads read as query, key and value alike
+    def forward(self, x):
+        b, h, s, e = x.shape
+        xr = x[:, :, None, :, :].expand(b, h, 2, s, e).reshape(b, h * 2, s, e)
+        return nn.functional.scaled_dot_product_attention(xr, xr, xr)
+
+
+class ScaledMaskFirst(nn.Module):  # the mask, itself scaled, is the add's first operand
+    def forward(self, q, k, v, m):
+        return torch.softmax((1.0 - m) * -10000.0 + q @ k.mT * 0.5, dim=-1) @ v
+
+
+def test_nested_attention_keeps_every_value_it_reads():
+    a, b, c, d = torch.randn(4, 8), torch.randn(5, 8), torch.randn(6, 5), torch.randn(6, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graph = capture_module(Nested(), [a, b, c, d])
+    assert not [w for w in caught if "patterns left as written" in str(w.message)]  # not the guard's doing
+    defined = set(graph.values)
+    assert all(v in defined for n in graph.nodes for v in value_refs(n.args)), "a node reads a removed value"
+    assert [n.op for n in graph.nodes].count("scaled_dot_product_attention") == 1
+
+
+def test_only_the_key_and_value_heads_are_read_in_place():
+    graph = capture_module(SelfRepeated(), [torch.randn(1, 2, 4, 8)])
+    (node,) = [n for n in graph.nodes if n.op == "scaled_dot_product_attention"]
+    q, k, v = (graph.values[a["value"]].shape for a in node.args[:3])
+    assert node.attrs["enable_gqa"] and q == [1, 4, 4, 8] and k == v == [1, 2, 4, 8]
+
+
+def test_a_mask_computed_by_a_scale_is_found_in_either_order():
+    q, k, v, m = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 6), torch.rand(2, 1, 7)
+    (node,) = [n for n in capture_module(ScaledMaskFirst(), [q, k, v, m]).nodes if n.op == "masked_attention"]
+    assert node.attrs["scale"] == 0.5

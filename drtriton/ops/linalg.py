@@ -78,7 +78,9 @@ def _sdpa_rule(ctx, dims, attrs):
     if attrs.get("enable_gqa"):
         if min(len(q), len(k), len(v)) < 3:
             raise ShapeError("grouped-query attention needs a heads axis (rank >= 3)")
-        ctx.require(k[-3] == v[-3], "attention: key and value head counts differ")
+        # PyTorch also takes different key and value head counts that both divide the query's;
+        # the template reads both through one group size, so the rule keeps them equal
+        ctx.require(k[-3] == v[-3], "attention: key and value head counts differ (grouped heads here share one count)")
         ctx.quotient(q[-3], k[-3], "attention: query heads are not a multiple of key/value heads")
         batch = broadcast_shapes(ctx, q[:-3], k[:-3], v[:-3]) + [q[-3]]
     else:

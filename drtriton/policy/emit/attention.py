@@ -82,8 +82,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     rank = len(so)
     sizes = [f"osize{d}" for d in range(1, rank)]
     strides = [f"s{t}_{a}" for t in "qkv" for a in ("b", "h", "l", "d")]
-    strides += ["sm_b", "sm_h", "sm_l", "sm_s"] if mask else []
-    params = ["q_ptr", "k_ptr", "v_ptr"] + (["m_ptr"] if mask else []) + epi.params() + [f"{o}_out" for o in outs]
+    strides += ["sm_b", "sm_h", "sm_l", "sm_s"] if mask is not None else []
+    params = ["q_ptr", "k_ptr", "v_ptr"] + (["m_ptr"] if mask is not None else []) + epi.params() + [f"{o}_out" for o in outs]
     params += ["H", "GROUP", "L", "S", "D", "DV", "qk_scale"] + strides + (sizes if frag.epilogue else [])
 
     env = {out: "res"}
@@ -100,7 +100,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "k_base = k_ptr + (z // H).to(tl.int64) * sk_b + kv_h * sk_h",
         "v_base = v_ptr + (z // H).to(tl.int64) * sv_b + kv_h * sv_h",
         *(["m_rows = m_ptr + (z // H).to(tl.int64) * sm_b + (z % H).to(tl.int64) * sm_h"
-           " + rm[:, None].to(tl.int64) * sm_l"] if mask else []),
+           " + rm[:, None].to(tl.int64) * sm_l"] if mask is not None else []),
         "if ONE_D_BLOCK:  # the whole head fits one block: q stays in registers",
         "    q = tl.load(q_rows + rd[None, :] * sq_d, mask=m_ok[:, None] & (rd < D)[None, :], other=0.0)",
         'm_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)',
@@ -126,7 +126,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         f'            s += tl.dot(qc, kt, input_precision="{prec}")',
     ]
     visible = "n_ok[None, :]" + (" & (rn[None, :] <= rm[:, None])" if causal else "")
-    if mask:
+    if mask is not None:
         body.append("    mv = tl.load(m_rows + rn[None, :].to(tl.int64) * sm_s, mask=m_ok[:, None] & n_ok[None, :], "
                     f"other={'0' if boolean else '0.0'})")
     if additive:
@@ -135,14 +135,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         body.append("    s = s * qk_scale  # the scale and log2(e): base-2 exponentials below")
     if boolean:
         visible += " & (mv != 0)"
-    to2 = f" * {LOG2E!r}" if additive else ""
+    to_base2 = f" * {LOG2E!r}" if additive else ""  # else folded into qk_scale
     body += [
         f"    visible = {visible}",
         '    s = tl.where(visible, s, float("-inf"))',
         "    m_new = tl.maximum(m_i, tl.max(s, axis=1))",
         '    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing visible yet',
-        f"    alpha = tl.exp2((m_i - m_safe){to2})",
-        f"    p = tl.exp2((s - m_safe[:, None]){to2})",
+        f"    alpha = tl.exp2((m_i - m_safe){to_base2})",
+        f"    p = tl.exp2((s - m_safe[:, None]){to_base2})",
         "    l_i = l_i * alpha + tl.sum(p, axis=1)",
         "    vv = tl.load(v_base + rn[:, None].to(tl.int64) * sv_l + rdv[None, :] * sv_d,",
         "                 mask=n_ok[:, None] & (rdv < DV)[None, :], other=0.0)",
@@ -159,7 +159,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *epi_lines,
         *(f"tl.store({o}_out + o_offs, {env[s]}, mask=o_mask)" for o, s in zip(outs, stores)),
     ]
-    what = "causal attention" if causal else "masked attention" if mask else "attention"
+    what = "causal attention" if causal else "attention" if mask is None else "masked attention"
     wide = isinstance(so[-1], int) and 128 < so[-1] <= 256
     kernel = autotune(WIDE_TILES if wide else TILES, ["L", "S", "D", "DV"], device) + [
         "@triton.jit",
@@ -184,7 +184,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
              f"_k = _k.expand(_B, {heads}, *_k.shape[-2:])",
              f"_v = {ev}{lead}.expand(_B, {heads}, *{ev}.shape[-2:])",
              "_S, _DV = _v.shape[-2:]"]
-    if mask:
+    if mask is not None:
         lines.append(f"_m = {program.expr(mask)}.expand(_B, _H, _L, _S)  # a view: broadcast dims read at stride 0")
     for o in outs:
         lines.append(f"{o} = torch.empty(*{eq}.shape[:-1], _DV, device={eq}.device, dtype=torch.float32)")
@@ -200,9 +200,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if not additive:
         scale_src = f"{scale_src} * {LOG2E!r}"
     group = f"_H // {heads}" if gqa else "1"
-    call = ["_q", "_k", "_v"] + (["_m"] if mask else []) + args + outs
+    call = ["_q", "_k", "_v"] + (["_m"] if mask is not None else []) + args + outs
     call += ["_H", group, "_L", "_S", "_D", "_DV", scale_src, "*_q.stride()", "*_k.stride()", "*_v.stride()"]
-    call += ["*_m.stride()"] if mask else []
+    call += ["*_m.stride()"] if mask is not None else []
     if frag.epilogue and rank > 1:
         call.append(f"*{outs[0]}.shape[1:]")
     lines.append(f"{name}[_grid]({', '.join(call)}, BLOCK_D=_BD, BLOCK_DV=_BDV, ONE_D_BLOCK=_D <= _BD)")
