@@ -28,18 +28,16 @@ from __future__ import annotations
 
 import warnings
 
-from .capture import Graph, Node, value_refs
+from .capture import VIEWS, Graph, Node, value_refs
 from .errors import describe_exception
+from .ops.linalg import ATTENTION
 
-ATTENTION = ("scaled_dot_product_attention", "masked_attention")
 #: what eval mode leaves between the softmax and the product: dropout is a copy (or an alias)
 _COPIES = ("aten.clone.default", "aten.alias.default")
 _RESHAPES = ("aten._unsafe_view.default", "aten.view.default", "aten.reshape.default")
-#: what a rewrite may leave unread and `_without_unread` removes: views and copies (never a
-#: random op, whose removal would shift the generator's stream)
-_LAYOUT = _COPIES + _RESHAPES + ("aten.transpose.int", "aten.permute.default", "aten.t.default",
-                                 "aten.expand.default", "aten.unsqueeze.default", "aten.slice.Tensor",
-                                 "aten.sym_size.int")
+#: what a rewrite may leave unread and `_without_unread` removes: views, copies and size reads
+#: (never a random op, whose removal would shift the generator's stream)
+_UNREAD_REMOVABLE = VIEWS | {"aten.sym_size.int"}
 
 
 def recompose(graph: Graph) -> Graph:
@@ -91,7 +89,7 @@ def _without_unread(nodes: list[Node], outputs: list[str]) -> list[Node]:
     one the new nodes read in place), transitively."""
     while True:
         read = set(outputs) | {v for n in nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
-        unread = [n for n in nodes if n.target in _LAYOUT and not n.mutates and not read & set(n.outputs)]
+        unread = [n for n in nodes if n.target in _UNREAD_REMOVABLE and not n.mutates and not read & set(n.outputs)]
         if not unread:
             return nodes
         nodes = [n for n in nodes if n not in unread]
@@ -261,9 +259,10 @@ def _attention_shapes(values: dict, q: str, k: str, v: str, mask: str | None, ou
 def _grouped(node: Node, graph: Graph, producer: dict) -> Node:
     """`node` (attention) reading the key and value heads in place where both are repeated
     for grouped-query attention (transformers' `repeat_kv`); else `node` itself."""
-    if node.attrs.get("enable_gqa") or len(node.args) < 3 or not all(_is_value(a) for a in node.args[:3]):
+    operands = value_refs(node.args[:3])  # query, key and value, each a tensor argument
+    if node.attrs.get("enable_gqa") or len(operands) < 3:
         return node
-    found = [_repeated_heads(a["value"], graph.values, producer) for a in node.args[1:3]]
+    found = [_repeated_heads(name, graph.values, producer) for name in operands[1:]]
     if None in found or found[0][1] != found[1][1]:
         return node
     (k, _), (v, _) = found
@@ -271,10 +270,6 @@ def _grouped(node: Node, graph: Graph, producer: dict) -> Node:
     args[1:3] = [{"value": k}, {"value": v}]  # the query (and a mask) may be the same tensor: kept
     return Node(name=node.name, target=node.target, args=args, kwargs={**node.kwargs, "enable_gqa": True},
                 outputs=list(node.outputs), op=node.op, attrs={**node.attrs, "enable_gqa": True})
-
-
-def _is_value(a) -> bool:
-    return isinstance(a, dict) and "value" in a
 
 
 def _repeated_heads(name: str, values: dict, producer: dict) -> tuple[str, int] | None:

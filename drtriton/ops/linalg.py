@@ -19,6 +19,8 @@ from drtriton.ops.operator import Choice, ModuleCall, Operator, Param, Slot
 from drtriton.ops.shape import ShapeError, broadcast_shapes
 
 _F = "torch.nn.functional."
+#: the attention operators: one flash-attention template runs both (`policy/emit/attention.py`)
+ATTENTION = ("scaled_dot_product_attention", "masked_attention")
 
 
 def _matmul_rule(ctx, dims, attrs):

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 
 from ..capture import Graph
 from ..errors import describe_exception
+from ..ops.linalg import ATTENTION
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported, bound_tuning, sizes_follow_data
@@ -41,7 +42,7 @@ class _ByOp:
 
 EMITTERS = {
     "pointwise": elementwise,
-    "matmul": _ByOp(matmul, scaled_dot_product_attention=attention, masked_attention=attention),
+    "matmul": _ByOp(matmul, **dict.fromkeys(ATTENTION, attention)),
     "reduction": rows,
     "softmax": rows,
     "norm": _ByOp(norms, batch_norm=batchnorm),
@@ -193,7 +194,7 @@ class BuiltinPolicy:
             return triton
         if self.device != "cuda":
             return triton + [LIBRARY]
-        gemm = frag.kind == "matmul" and frag.anchor.op not in ("scaled_dot_product_attention", "masked_attention")
+        gemm = frag.kind == "matmul" and frag.anchor.op not in ATTENTION
         template_first = gemm or (frag.kind == "conv" and conv.is_direct(program, frag))
         return triton[:1] + [LIBRARY] + triton[1:] if template_first else [LIBRARY] + triton
 

@@ -22,6 +22,7 @@ value head h // GROUP in place of a repeated copy.
 
 from __future__ import annotations
 
+from ...ops.linalg import ATTENTION
 from ...ops.operator import float_source
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
@@ -52,7 +53,7 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
-    if node.op not in ("scaled_dot_product_attention", "masked_attention"):
+    if node.op not in ATTENTION:
         raise Unsupported(node.op)
     if frag.prologue:
         raise Unsupported("a prologue before attention")
