@@ -176,11 +176,14 @@ def _tensors(v) -> list:
 MAX_SAMPLES = 20
 
 
-def make_problem(op) -> str:
+def make_problem(op, pick: int = 0) -> str:
     """The problem file of the operator's first CPU float32 sample whose tensors all have
     elements (several operators' first sample is empty: nothing to compute) and are small
-    enough to write out. Called as OpInfo calls it: a lambda of OpInfo's is written into the
-    file (it puts the arguments in the operator's order), else the public callable."""
+    enough to write out; `pick` > 0 takes the pick-th such sample after it, -1 the last among the
+    first MAX_SAMPLES (another sample of the same operator: its other arguments, dims, shapes),
+    falling back to the last usable one where there are fewer. Called as OpInfo calls it: a
+    lambda of OpInfo's is written into the file (it puts the arguments in the operator's order),
+    else the public callable."""
     if getattr(op.op, "__name__", "") == "<lambda>":
         source = lambda_source(op.op)
         if source is None:
@@ -192,7 +195,7 @@ def make_problem(op) -> str:
             raise ValueError("no public callable")
         expr, method = found
         source = None
-    first_reason = None
+    first_reason, usable = None, None
     for k, sample in enumerate(op.sample_inputs("cpu", torch.float32)):
         if k >= MAX_SAMPLES:
             break
@@ -201,9 +204,15 @@ def make_problem(op) -> str:
             first_reason = first_reason or "only empty samples"
             continue
         try:
-            return _problem(expr, method, sample, source)
+            problem = _problem(expr, method, sample, source)
         except ValueError as e:
             first_reason = first_reason or str(e)
+            continue
+        if pick == 0:
+            return problem
+        usable, pick = problem, pick - 1 if pick > 0 else pick
+    if usable is not None:
+        return usable
     raise ValueError(first_reason or "no sample")
 
 
@@ -259,7 +268,7 @@ def check_reference(source: str) -> bool:
     return all(t.untyped_storage().data_ptr() in storages for t in flat[0])
 
 
-def cases(names: set[str] | None, limit: int | None) -> list[Case]:
+def cases(names: set[str] | None, limit: int | None, pick: int = 0) -> list[Case]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     out = []
@@ -274,7 +283,7 @@ def cases(names: set[str] | None, limit: int | None) -> list[Case]:
             case.left_out = "uninitialised output (an empty tensor's values are whatever memory held)"
         else:
             try:
-                case.source = make_problem(op)
+                case.source = make_problem(op, pick)
                 case.view = check_reference(case.source)
             except Exception as e:  # any sample that cannot be a problem is reported, not fatal
                 case.source, case.left_out = "", f"{type(e).__name__}: {e}"[:120] if not isinstance(e, ValueError) else str(e)
@@ -433,6 +442,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, help="stop after this many problems")
     ap.add_argument("--budget", type=float, default=60.0, help="search seconds per operator and mode")
     ap.add_argument("--modes", default="strict,mixed")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="which usable sample of each operator: 0 the first (the report's), N the N-th after it, -1 the last")
     ap.add_argument("--compile-cache", help="a JSON file keeping torch.compile's answers between runs")
     ap.add_argument("--compile-timeout", type=float, default=COMPILE_TIMEOUT,
                     help="seconds torch.compile may take on one problem")
@@ -442,7 +453,7 @@ def main() -> int:
         return _compile_worker()
     from drtriton.verify import Verifier, VerifyConfig
 
-    results = cases(set(args.only.split(",")) if args.only else None, args.limit)
+    results = cases(set(args.only.split(",")) if args.only else None, args.limit, args.sample)
     todo = [c for c in results if c.source and not c.view]
     print(f"{len(todo)} problems of {len(results)} operators", file=sys.stderr, flush=True)
     checker = CompileChecker(args.compile_timeout, args.compile_cache)

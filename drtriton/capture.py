@@ -234,21 +234,35 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     from drtriton.recompose import recompose
     from drtriton.symbolic_forms import SymbolicForms
 
-    with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
-        # composites whose C++ would pin the batch go through Python forms (`symbolic_forms`)
-        with SymbolicForms(), _Replay(reads) if reads is not None else contextlib.nullcontext():
-            ep = _export(model, inputs, static_fallback=batch is None)
-        if batch is not None and _batch_pinned(ep, batch):
-            raise CaptureError("the batch was traced as a fixed size")
-        inline_context_regions(ep.graph_module)
-        ep = _through_vmap(ep)
-        # what no output needs (a pooler beside the hidden states returned) is not converted; the
-        # graph's in-place updates are impure and stay
-        ep.graph_module.graph.eliminate_dead_code()
-        ep.graph_module.recompile()
-        graph = _convert(ep)
-        lowered = _decompose_uncovered(ep, graph)
-    return recompose(graph if lowered is None else lowered)
+    from drtriton.ops.aten import SymbolicSize
+    from drtriton.rank0 import promote_rank0
+
+    static: set[int] = set()  # inputs whose sizes an operator fixes (a weight passed to forward)
+    while True:
+        with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
+            # composites whose C++ would pin the batch go through Python forms (`symbolic_forms`)
+            with SymbolicForms(), _Replay(reads) if reads is not None else contextlib.nullcontext():
+                ep = _export(model, inputs, static_fallback=batch is None, static=static)
+            if batch is not None and _batch_pinned(ep, [i for i in batch if i not in static]):
+                raise CaptureError("the batch was traced as a fixed size")
+            inline_context_regions(ep.graph_module)
+            ep = _through_vmap(ep)
+            # what no output needs (a pooler beside the hidden states returned) is not converted;
+            # the graph's in-place updates are impure and stay
+            ep.graph_module.graph.eliminate_dead_code()
+            ep.graph_module.recompile()
+            try:
+                graph = _convert(ep)
+                lowered = _decompose_uncovered(ep, graph)
+            except SymbolicSize as e:
+                if e.index is not None and e.index not in static:
+                    static.add(e.index)
+                elif batch is None and len(static) < len(inputs):
+                    static = set(range(len(inputs)))
+                else:
+                    raise CaptureError(str(e)) from None
+                continue
+        return promote_rank0(recompose(graph if lowered is None else lowered))
 
 
 def _tensor_reads() -> set:
@@ -308,15 +322,16 @@ def _Replay(reads: list):
     return Replay()
 
 
-def _export(model, inputs: list, static_fallback: bool = True):
-    """torch.export with the leading (batch) dimension of every tensor input symbolic where the
-    module allows it, so sizes derived from it (views, `zeros(B, ...)`) stay expressions and the
-    converted module takes other batch sizes; fully static when that fails (unless not
-    `static_fallback`: then the error)."""
+def _export(model, inputs: list, static_fallback: bool = True, static: set[int] = frozenset()):
+    """torch.export with the leading (batch) dimension of every tensor input (but those in
+    `static`, by position) symbolic where the module allows it, so sizes derived from it (views,
+    `zeros(B, ...)`) stay expressions and the converted module takes other batch sizes; fully
+    static when that fails (unless not `static_fallback`: then the error)."""
     import torch
     from torch.export import Dim
 
-    dynamic = tuple({0: Dim.AUTO} if isinstance(x, torch.Tensor) and x.dim() > 0 else None for x in inputs)
+    dynamic = tuple({0: Dim.AUTO} if isinstance(x, torch.Tensor) and x.dim() > 0 and i not in static else None
+                    for i, x in enumerate(inputs))
     try:
         return torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
     except Exception:
@@ -450,6 +465,8 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
     produce another operator to lower (`pad` -> `constant_pad_nd` -> ...), while each round
     changes what is left. None when there is nothing to lower or lowering fails: the operators
     then run as PyTorch, as before."""
+    from .ops.aten import SymbolicSize
+
     tables = _decomposition_tables()
     current_ep, current = ep, graph
     for _ in range(6):  # cross_entropy -> nll_loss_nd -> nll_loss -> nll_loss_forward -> ...
@@ -459,6 +476,8 @@ def _decompose_uncovered(ep, graph: Graph) -> Graph | None:
         try:
             lowered_ep = current_ep.run_decompositions(chosen)
             lowered = _convert(lowered_ep)
+        except SymbolicSize:  # an operator it lowers to fixes a symbolic size: `_trace` again
+            raise
         except Exception:  # a decomposition that does not trace here: keep the operators
             break
         if _covered(current) - _covered(lowered):
@@ -1005,7 +1024,7 @@ def _convert(ep) -> Graph:
     import torch
     from torch.export.graph_signature import InputKind
 
-    from .ops.aten import ARGS_ORDER, match
+    from .ops.aten import ARGS_ORDER, SymbolicSize, match
 
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
     constants = getattr(ep, "constants", {})
@@ -1095,6 +1114,8 @@ def _convert(ep) -> Graph:
                         mutates=in_place and on_state)
             try:
                 m = None if is_scalar(node, values) else match(node, values)
+            except SymbolicSize:  # an attribute from a symbolic size: `_trace` traces it static
+                raise
             except Exception:  # arguments the vocabulary does not expect (symbolic sizes)
                 m = None
             if m is not None:

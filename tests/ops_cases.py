@@ -96,6 +96,8 @@ def torch_inputs(case: Case):
             tensors.append(torch.rand(tuple(shape)) + 1.0)
         elif slot.domain == "mask":
             tensors.append(torch.rand(tuple(shape)) > 0.5)
+        elif slot.domain == "integer":
+            tensors.append(torch.randint(-64, 64, tuple(shape)))
         else:
             tensors.append(torch.randn(tuple(shape)))
     return tensors

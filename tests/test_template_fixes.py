@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("triton")
 torch = pytest.importorskip("torch")
 
-from test_policy_pool_scan_loss import capture, check, source  # noqa: E402
+from test_policy_pool_scan_loss import capture, check, first_candidate, source  # noqa: E402
 
 from drtriton.policy.emit import Names, Unsupported, batchnorm  # noqa: E402
 from drtriton.policy.program import Program  # noqa: E402
@@ -103,6 +103,83 @@ def test_a_batch_of_one_keeps_what_forward_decides_on_it_and_other_inputs_fixed(
     _, graph, _ = capture(source("torch.relu(x @ w).view(x.shape[0], -1)", "torch.randn(16, 16), torch.randn(1, 5, 16)",
                                  args="w, x"))
     assert graph.values["x"].symbolic == [0] and graph.values["w"].symbolic == []
+
+
+WEIGHTS_GIVEN_TO_FORWARD = [
+    # a weight's leading size equal to the batch of 1 was doubled with it: the kernel fixed 2
+    # output channels (OpInfo's conv3d); its sizes are now traced static, its shape checked
+    ("F.conv3d(x, w, b, padding='same')", "torch.randn(1, 1, 4, 4, 4), torch.randn(1, 1, 1, 1, 1), torch.randn(1)",
+     "conv3d", ("out_channels", 1), (2, 1, 1, 1, 1)),
+    ("F.conv2d(x, w, b, padding=1)", "torch.randn(1, 2, 5, 5), torch.randn(1, 2, 3, 3), torch.randn(1)",
+     "conv2d", ("out_channels", 1), (2, 2, 3, 3)),
+    ("F.linear(x, w, b)", "torch.randn(1, 6), torch.randn(1, 6), torch.randn(1)",
+     "linear", ("out_features", 1), (2, 6)),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,op,attr,other", WEIGHTS_GIVEN_TO_FORWARD, ids=[c[0] for c in WEIGHTS_GIVEN_TO_FORWARD])
+def test_a_weight_given_to_forward_fixes_its_sizes(expr, inputs, op, attr, other):
+    problem, graph, ns = capture(source(expr, inputs, args="x, w, b"))
+    node = next(n for n in graph.nodes if n.op == op)
+    assert node.attrs[attr[0]] == attr[1], node.attrs
+    assert graph.values["w"].symbolic == [], "an operator's sizes were left symbolic"
+    _, cand = first_candidate(source(expr, inputs, args="x, w, b"))
+    scope: dict = {}
+    exec(cand.source, scope)
+    model, (x, w, b) = scope["ModelNew"](), ns["get_inputs"]()
+    torch.testing.assert_close(model(x, w, b), ns["Model"]()(x, w, b), rtol=1e-4, atol=1e-4)
+    if op != "linear":  # a convolution's channels and taps are the kernel's constants
+        with pytest.raises(ValueError, match="convert it again with inputs shaped as you call it"):
+            model(x, torch.randn(other), torch.randn(other[0]))
+
+
+# -- 0-d tensors through operators along a dim (OpInfo's other samples) -------------------------
+
+RANK_ZERO = [
+    ("torch.gather(x, 0, i)", "torch.randn(()), torch.tensor(0)", "x, i", "gather"),
+    ("torch.scatter_add(x, 0, i, y)", "torch.randn(()), torch.tensor(0), torch.randn(())", "x, i, y", "scatter"),
+    ("torch.scatter_reduce(x, 0, i, y, 'amax')", "torch.randn(()), torch.tensor(0), torch.randn(())", "x, i, y",
+     "scatter"),
+    ("torch.index_select(x, 0, i)", "torch.randn(()), torch.tensor([0])", "x, i", "index_select"),
+    ("torch.cummax(x, 0)", "torch.randn(())", "x", "cummax"),
+    ("torch.logcumsumexp(x, 0) * 2.0", "torch.randn(())", "x", "logcumsumexp"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args,op", RANK_ZERO, ids=[c[0] for c in RANK_ZERO])
+def test_rank_zero_operands_along_a_dim(cpu_verifier, expr, inputs, args, op):
+    """PyTorch reads a 0-d tensor as one element along dim 0; the templates see a one-element
+    view (`drtriton.rank0`), and the results are 0-d again (they were "a 0-d result")."""
+    cand = check(cpu_verifier, source(expr, inputs, args=args), [op])
+    assert "_as_1" in cand.source
+
+
+# -- integer bits and 16-bit results --------------------------------------------------------------
+
+OTHER_DTYPES = [
+    # reflection padding's parity (`& 1` on integers) inside grid_sample's lowering
+    ("F.grid_sample(x, g, mode='bicubic', padding_mode='reflection', align_corners=True)",
+     "torch.randn(2, 3, 5, 6), torch.rand(2, 4, 3, 2) * 2.4 - 1.2", "x, g", "bitwise_and"),
+    ("(a & b) ^ (a | 3) + (~b & 1)", "torch.randint(-64, 64, (4, 8)), torch.randint(-64, 64, (8,))", "a, b",
+     "bitwise_xor"),
+    # a module returning float16 / bfloat16 (the verifier allows the dtype it returns)
+    ("(x * 2.0).half()", "torch.randn(4, 8)", "x", "to_dtype"),
+    ("torch.relu(x).bfloat16()", "torch.randn(4, 8)", "x", "to_dtype"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args,op", OTHER_DTYPES, ids=[c[0] for c in OTHER_DTYPES])
+def test_integer_bits_and_16_bit_results(cpu_verifier, expr, inputs, args, op):
+    check(cpu_verifier, source(expr, inputs, args=args), [op])
+
+
+def test_searchsorted_is_bucketize_with_its_operands_swapped(cpu_verifier):
+    # isin of a larger test set lowers to sort and searchsorted (it needed PyTorch)
+    check(cpu_verifier, source("torch.searchsorted(s, v), torch.searchsorted(s, v, side='right', out_int32=True)",
+                               "torch.randint(0, 8, (12,)).float().sort().values, torch.randint(-1, 9, (4, 5)).float()",
+                               args="s, v"), ["bucketize"])
+    check(cpu_verifier, source("torch.isin(x, y)", "torch.randint(0, 9, (6,)).float(), torch.randint(0, 9, (20,)).float()",
+                               args="x, y"), ["bucketize"])
 
 
 _CALL_AT_OTHER_BATCHES = """

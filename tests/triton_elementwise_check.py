@@ -85,6 +85,8 @@ def inputs(n, domain="real"):
         return 1.0 + x.abs()
     if domain == "mask":
         return x > 0.3
+    if domain == "integer":  # both signs, every bit pattern of the low bits
+        return (x * 50).round().to(torch.int64)
     return x
 
 

@@ -284,8 +284,15 @@ class ModelNew(nn.Module):
         return out
 """)
 
+RELU_HALF = RELU.replace("return torch.relu(x)", "return torch.relu(x).half()")
+
+# the problem returns float16: the kernel stores it (the static check's 16-bit finding is the
+# problem's own dtype, not a lowering)
+RELU_HALF_OK = RELU_OK.replace("out = torch.empty_like(x)", "out = torch.empty_like(x, dtype=torch.float16)")
+
 HONEST = {
     "elementwise": (RELU, RELU_OK),
+    "float16_output": (RELU_HALF, RELU_HALF_OK),
     "reduction": (ROW_SUM, ROW_SUM_OK),
     "softmax": (SOFTMAX, SOFTMAX_OK),
     "matmul": (MATMUL, MATMUL_OK),
@@ -435,6 +442,8 @@ class ModelNew(nn.Module):
         """ + LAUNCH + """
         return out.float()
     """), "rejected", "reduced precision"),
+    "row10_another_16_bit_dtype": (RELU_HALF, RELU_HALF_OK.replace(
+        "return out", "return out.bfloat16().half()"), "rejected", "reduced precision"),
     "row10_tf32_dot": (MATMUL, MATMUL_OK.replace(', input_precision="ieee"', ""), "rejected", "TF32"),
     "row11_skips_half_the_rows": (RELU, relu_candidate("""
         x = x.contiguous()

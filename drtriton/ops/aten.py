@@ -48,6 +48,27 @@ def _shape(values, a) -> list[int]:
     return values[a["value"]].shape
 
 
+class SymbolicSize(Exception):
+    """An operator attribute (out_channels, out_features, a kernel or hidden size) would be read
+    from a size the trace left symbolic: the kernel would fix it at the trace's example value
+    (a weight passed to forward shares the batch's symbolic leading size). Capture traces again
+    with that input's sizes static."""
+
+    def __init__(self, message: str, index: int | None):
+        super().__init__(message)
+        self.index = index  # the forward argument (by position) whose sizes must be static, if one
+
+
+def _fixed_shape(values, a) -> list[int]:
+    """The shape of a tensor whose sizes become operator attributes: SymbolicSize when one is
+    symbolic."""
+    v = values[a["value"]]
+    if v.symbolic:
+        raise SymbolicSize(f"{v.name}'s size {v.shape[v.symbolic[0]]} along dim {v.symbolic[0]} is symbolic "
+                           "where an operator fixes it", v.index if v.kind == "input" else None)
+    return v.shape
+
+
 # -- elementwise ------------------------------------------------------------------------------
 
 _UNARY = {
@@ -189,7 +210,7 @@ def _tensor_and_number(name: str):
 
 def _linear(node, values):
     a = _args(node, ["input", "weight", "bias"], {"bias": None})
-    w = _shape(values, a["weight"])
+    w = _fixed_shape(values, a["weight"])
     return "linear", {"bias": a["bias"] is not None, "out_features": w[0]}
 
 
@@ -250,7 +271,7 @@ def _recurrent(name: str):
             return None
         if len(params) != (4 if a["has_biases"] else 2) * directions * layers:  # proj_size adds weight_hr
             return None
-        hidden = _shape(values, params[1])[1]  # weight_hh_l0: (gates x hidden, hidden)
+        hidden = _fixed_shape(values, params[1])[1]  # weight_hh_l0: (gates x hidden, hidden)
         return name, {"hidden_size": hidden, "num_layers": layers, "bidirectional": directions == 2,
                       "batch_first": bool(a["batch_first"]), "bias": bool(a["has_biases"])}
     return match
@@ -265,7 +286,7 @@ def _conv_attrs(a: dict, values, n: int, transposed: bool) -> dict | None:
     """The vocabulary's convolution attributes from the arguments by name."""
     if isinstance(a["padding"], str):  # "same"/"valid": PyTorch lowers them to aten.convolution
         return None
-    w = _shape(values, a["weight"])
+    w = _fixed_shape(values, a["weight"])
     groups = int(a["groups"])
     attrs = {
         "kernel_size": tuple(w[2:]), "stride": _listify(a["stride"], n),
@@ -634,13 +655,19 @@ def _to_dtype(node, values):
     return ("to_dtype", {"dtype": name}) if name in _TL_DTYPES else None
 
 
-def _bool_logic(name: str):
-    """bitwise and/or/xor/not on booleans are the logical operators."""
+def _bits(name: str):
+    """bitwise and/or/xor/not: the logical operator on booleans, the bitwise one on integers (a
+    number operand an integer literal of the expression: `x & 1`)."""
     def m(node, values):
         tensors = [a for a in node.args if _is_tensor(a)]
-        if len(tensors) != len(node.args) or any(values[t["value"]].dtype != "torch.bool" for t in tensors):
-            return None
-        return name, {}
+        dtypes = {values[t["value"]].dtype for t in tensors}
+        if dtypes == {"torch.bool"} and len(tensors) == len(node.args):
+            return f"logical_{name}", {}
+        numbers = [a for a in node.args if not _is_tensor(a)]
+        if (tensors and _is_tensor(node.args[0]) and all("int" in d for d in dtypes)
+                and all(isinstance(a, int) and not isinstance(a, bool) for a in numbers)):
+            return f"bitwise_{name}", {}
+        return None
     return m
 
 
@@ -679,6 +706,17 @@ def _bucketize(node, values):
     if not (_is_tensor(a["input"]) and _is_tensor(a["boundaries"])):
         return None
     return "bucketize", {"out_int32": bool(a["out_int32"]), "right": bool(a["right"])}
+
+
+def _searchsorted(node, values):
+    """searchsorted over one sorted row, without a sorter: bucketize with the operands swapped
+    (`ARGS_ORDER`); `side="right"` is `right=True`."""
+    a = _args(node, ["sorted_sequence", "input", "out_int32", "right", "side", "sorter"],
+              {"out_int32": False, "right": False, "side": None, "sorter": None})
+    seq, x = a["sorted_sequence"], a["input"]
+    if not (_is_tensor(seq) and _is_tensor(x)) or a["sorter"] is not None or len(_shape(values, seq)) != 1:
+        return None
+    return "bucketize", {"out_int32": bool(a["out_int32"]), "right": bool(a["right"]) or a["side"] == "right"}
 
 
 def _advanced_index(node, values):
@@ -768,7 +806,7 @@ def _prims_div(node, values):
 
 #: aten operators whose arguments capture reorders once matched: elementwise templates read their
 #: operands positionally (x first), and polygamma(n, x) puts its order first
-ARGS_ORDER = {"aten.polygamma.default": (1, 0)}
+ARGS_ORDER = {"aten.polygamma.default": (1, 0), "aten.searchsorted.Tensor": (1, 0)}
 
 
 def _polygamma(node, values):
@@ -821,8 +859,6 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
     **{f"prims.{c}.default": _compare(c) for c in ("eq", "ne", "lt", "le", "gt", "ge")},
     "prims.where.default": _where, "prims.signbit.default": _unary("signbit"),
     "prims.convert_element_type.default": _to_dtype,
-    "prims.bitwise_and.default": _bool_logic("logical_and"), "prims.bitwise_or.default": _bool_logic("logical_or"),
-    "prims.bitwise_xor.default": _bool_logic("logical_xor"), "prims.bitwise_not.default": _bool_logic("logical_not"),
     "prims.sum.default": _prims_reduce("sum"), "prims.prod.default": _prims_reduce("prod"),
     "prims.amax.default": _prims_reduce("max"), "prims.amin.default": _prims_reduce("min"),
     "prims.var.default": _prims_reduce("var"),
@@ -831,7 +867,7 @@ _PRIMS_SAME = {  # prims.X.default -> the matcher of aten.X
 
 MATCHERS: dict[str, Callable] = {
     "aten.cat.default": _joined("cat"), "aten.stack.default": _joined("stack"), "aten.flip.default": _flip,
-    "aten.bucketize.Tensor": _bucketize,
+    "aten.bucketize.Tensor": _bucketize, "aten.searchsorted.Tensor": _searchsorted,
     "aten.index_select.default": _indexed("index_select"), "aten.gather.default": _indexed("gather"),
     "aten.embedding.default": _embedding,
     "aten.constant_pad_nd.default": _constant_pad,
@@ -847,9 +883,12 @@ MATCHERS: dict[str, Callable] = {
     "aten.to.dtype_layout": _to_dtype,
     "aten.logical_not.default": _unary("logical_not"), "aten.logical_and.default": _both_tensors("logical_and"),
     "aten.logical_or.default": _both_tensors("logical_or"), "aten.logical_xor.default": _both_tensors("logical_xor"),
-    "aten.bitwise_and.Tensor": _bool_logic("logical_and"), "aten.bitwise_or.Tensor": _bool_logic("logical_or"),
-    "aten.bitwise_xor.Tensor": _bool_logic("logical_xor"), "aten.bitwise_not.default": _bool_logic("logical_not"),
-    "aten.__and__.Tensor": _bool_logic("logical_and"), "aten.__or__.Tensor": _bool_logic("logical_or"),
+    **{f"{ns}.{op}.{form}": _bits(op.strip("_").removeprefix("bitwise_")) for ns, op, form in (
+        ("aten", "bitwise_and", "Tensor"), ("aten", "bitwise_or", "Tensor"), ("aten", "bitwise_xor", "Tensor"),
+        ("aten", "bitwise_and", "Scalar"), ("aten", "bitwise_or", "Scalar"), ("aten", "bitwise_xor", "Scalar"),
+        ("aten", "bitwise_not", "default"), ("aten", "__and__", "Tensor"), ("aten", "__or__", "Tensor"),
+        ("aten", "__xor__", "Tensor"), ("prims", "bitwise_and", "default"), ("prims", "bitwise_or", "default"),
+        ("prims", "bitwise_xor", "default"), ("prims", "bitwise_not", "default"))},
     "aten.isnan.default": _unary("isnan"), "aten.isinf.default": _unary("isinf"),
     "aten.isfinite.default": _unary("isfinite"),
     **{target: _unary(name) for target, name in _UNARY.items()},

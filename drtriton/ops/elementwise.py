@@ -715,4 +715,26 @@ LOGIC = (
            attrs=(Choice("dtype", ("float32",)),)),
 )
 
-OPERATORS = UNARY + MATH + BINARY + MORE_BINARY + LOGIC
+
+def _bitwise(name, symbol, text):
+    return _logic(name, f"torch.{name}({{x}}, {{y}})", f"{{x}} {symbol} {{y}}", f"x {text} y bit by bit (integers), broadcasting",
+                  domains=("integer", "integer"), fns=(f"torch.{name}",), methods=(name,), out_dtype="int64",
+                  value_range=_bits_range)
+
+
+def _bits_range(ranges, attrs):
+    """Two's complement bits of operands within +-2^k stay within +-2^k."""
+    top = max(max(abs(lo), abs(hi)) for lo, hi in ranges)
+    bound = 2.0 ** math.ceil(math.log2(top + 1)) if math.isfinite(top) else math.inf
+    return (-bound, bound)
+
+
+# integer bits (reflection padding's parity, hashing); on booleans PyTorch's bitwise operators are
+# the logical ones, and capture maps them there
+BITWISE = (
+    _bitwise("bitwise_and", "&", "and"), _bitwise("bitwise_or", "|", "or"), _bitwise("bitwise_xor", "^", "xor"),
+    _logic("bitwise_not", "torch.bitwise_not({x})", "~{x}", "not x bit by bit (integers)", domains=("integer",),
+           fns=("torch.bitwise_not",), methods=("bitwise_not",), out_dtype="int64", value_range=_bits_range),
+)
+
+OPERATORS = UNARY + MATH + BINARY + MORE_BINARY + LOGIC + BITWISE

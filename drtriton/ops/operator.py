@@ -30,8 +30,9 @@ ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 #: targets in [0, 1]); index: torch.randint class indices (never fed by another operator); mask:
 #: booleans, torch.rand > 0.5 (where's condition, logical operators); above_one: torch.rand + 1
 #: (acosh's argument; no glue maps into it, so its operators are not drawn); probability: torch.rand,
-#: and no other value ever (ndtri's argument: open (0, 1); not drawn either).
-DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one", "probability")
+#: and no other value ever (ndtri's argument: open (0, 1); not drawn either); integer: torch.randint
+#: of both signs, int64 (the bitwise operators; not drawn).
+DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one", "probability", "integer")
 
 RuleFn = Callable[[ShapeContext, list, Mapping[str, Any]], tuple[list, Dim]]
 Template = Union[str, Callable[[Mapping[str, Any]], str]]

@@ -134,10 +134,18 @@ _SIXTEEN_BIT = {
 _FP32_DOT_PRECISIONS = {"ieee", "tf32x3"}
 
 
+def _sixteen_bit_dtype(name: str) -> str | None:
+    """The torch dtype a 16-bit name stands for (None for the float8 kinds)."""
+    if name.endswith("bfloat16"):
+        return "torch.bfloat16"
+    return "torch.float16" if name.endswith(("float16", "half")) else None
+
+
 @dataclass
 class Finding:
     line: int
     message: str
+    dtype: str | None = None  # a reduced-precision finding's dtype ("torch.float16"); None: a TF32 dot
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}" if self.line else self.message
@@ -147,7 +155,8 @@ class Finding:
 class StaticReport:
     errors: list[Finding] = field(default_factory=list)
     kernels: list[str] = field(default_factory=list)  # names of @triton.jit functions
-    # Precision lowered below fp32 (16-bit casts, TF32 dots): disqualifying in an fp32 problem.
+    # Precision lowered below fp32 (16-bit casts, TF32 dots): disqualifying in an fp32 problem,
+    # but for a 16-bit dtype the problem itself takes or returns (`x.half()`).
     reduced_precision: list[Finding] = field(default_factory=list)
     candidate_class: str | None = None
 
@@ -307,7 +316,7 @@ class _Checker(ast.NodeVisitor):
                 self.error(node, f"uses {full}: not allowed ({why})")
                 return
         if full in _SIXTEEN_BIT:
-            self.report.reduced_precision.append(Finding(node.lineno, f"uses {full}"))
+            self.report.reduced_precision.append(Finding(node.lineno, f"uses {full}", _sixteen_bit_dtype(full)))
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
@@ -327,7 +336,8 @@ class _Checker(ast.NodeVisitor):
             if full:
                 self._check_full_name(node, full)
         if isinstance(func, ast.Attribute) and func.attr in ("half", "bfloat16"):
-            self.report.reduced_precision.append(Finding(node.lineno, f"calls .{func.attr}()"))
+            self.report.reduced_precision.append(Finding(node.lineno, f"calls .{func.attr}()",
+                                                         _sixteen_bit_dtype(func.attr)))
         name = self.resolve(func) or ""
         if name in ("triton.language.dot", "tl.dot") or name.endswith("language.dot"):
             self._check_dot(node)

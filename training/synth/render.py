@@ -67,6 +67,8 @@ def _input_expr(graph: Graph, solution: Solution, tensor_id: int, shape_name: st
         return f"torch.rand({shape_name}) + 0.5"
     if tensor.domain == "above_one":
         return f"torch.rand({shape_name}) + 1.0"
+    if tensor.domain == "integer":
+        return f"torch.randint(-64, 64, {shape_name})"
     return f"torch.randn({shape_name})"
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..pointwise import IndexSpace, PointwiseBlock
+from ..pointwise import IndexSpace, PointwiseBlock, shape_check
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, stored_values
 from . import affine, autotune, paren, pow2
@@ -496,6 +496,12 @@ def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], 
     lines.append(f"_M = {' * '.join(['_N'] + extents)}")
     lines.append(f"_grid = lambda meta: (_cdiv(_M, meta['BLOCK_M']) * _cdiv({channels}, meta['BLOCK_N']), "
                  f"{groups}, {classes})")
+    for v in (w, bias):
+        # the channels and taps are the kernel's constants: a weight forward is given (not a
+        # parameter) may come in another shape, which is refused rather than read out of bounds
+        if v and program.values[v].kind not in ("param", "buffer", "const"):
+            lines += shape_check(program.expr(v), program.expr(v), f"tuple({program.expr(v)}.shape)",
+                                 str(tuple(program.values[v].shape)), f"{outs[0]}.shape")
     call = ["_x", f"{program.expr(w)}.contiguous()"] + ([program.expr(bias)] if bias else []) + args + outs
     call += ["_N"] + sizes + [f"_{ax.out_size}" for ax in axes]
     lines.append(f"{name}[_grid]({', '.join(call)})")
