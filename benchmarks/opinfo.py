@@ -158,6 +158,8 @@ class Writer:
         values = f"torch.tensor({listed}, dtype={t.dtype}).reshape({shape!r})"
         if t.is_floating_point():  # the sample's values (its domain), moved a little every trial
             values = f"({values} + 0.01 * torch.randn({shape!r}, dtype={t.dtype}))"
+            if t.numel() and bool(torch.isfinite(t).all()):  # inside the sample's range: a
+                values += f".clamp({float(t.min())!r}, {float(t.max())!r})"  # probability stays one
         self.inputs.append(values)
         return f"a{len(self.inputs) - 1}"
 
@@ -248,6 +250,8 @@ def check_reference(source: str) -> bool:
     """Raises ValueError when the problem is no fair test: not tensors out, random, or changing
     its inputs. True when every output is a view of an input (shares its storage): the operator
     computes nothing."""
+    from torch.utils._pytree import tree_leaves
+
     scope: dict = {}
     exec(compile(source, "<opinfo>", "exec"), scope)
     torch.manual_seed(0)
@@ -257,7 +261,7 @@ def check_reference(source: str) -> bool:
     outs = [model(*inputs) for _ in range(2)]
     if any(isinstance(t, torch.Tensor) and not _same(t, b) for t, b in zip(inputs, before)):
         raise ValueError("changes its input in place")  # (the in-place random fills: cauchy_, uniform_...)
-    flat = [o if isinstance(o, (tuple, list)) else [o] for o in outs]
+    flat = [tree_leaves(o) for o in outs]  # an LSTM's (output, (h, c)) too
     if not all(isinstance(t, torch.Tensor) for t in flat[0]):
         raise ValueError(f"returns {type(outs[0]).__name__}")
     if any(t.is_complex() for t in flat[0]):

@@ -182,6 +182,29 @@ def test_searchsorted_is_bucketize_with_its_operands_swapped(cpu_verifier):
                                args="x, y"), ["bucketize"])
 
 
+LAZY = [
+    ("self.lin(x).relu()", "torch.randn(4, 6)", "self.lin = nn.LazyLinear(5)"),
+    ("self.conv(x) * 2.0", "torch.randn(2, 3, 8, 8)", "self.conv = nn.LazyConv2d(4, 3, padding=1)"),
+    ("self.norm(x)", "torch.randn(4, 3, 5, 5)", "self.norm = nn.LazyBatchNorm2d()"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,init", LAZY, ids=[c[2] for c in LAZY])
+def test_lazy_layers_take_their_sizes_from_a_first_forward(cpu_verifier, expr, inputs, init):
+    """A lazy layer's parameters are uninitialised until its first forward: the reference runs
+    one (from the init seed) before its state is read, and the candidate's lazy layers are sized
+    by loading that state (ModuleInfo's LazyConv* could not be checked)."""
+    from drtriton.problem import from_source
+    from drtriton.search import Search, SearchConfig
+
+    search = Search(from_source(source(expr, inputs, init=init), name="lazy"), cpu_verifier,
+                    SearchConfig(mode="strict", budget_s=180))
+    for _ in search.run():
+        pass
+    assert search.result.correct, search.result.reason
+    assert search.result.verdict.triton_kernels
+
+
 _CALL_AT_OTHER_BATCHES = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 import torch
+from torch.nn.parameter import is_lazy
 
 from ..compare import compare, compare_with_exact, conditioning, is_near_miss
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel, same_launches
@@ -544,8 +545,8 @@ class CandidateHarness:
                 raise self._candidate_error(e)
         reference_state = self.runtime.initial_state
         cand_state = candidate.state_dict()
-        same_keys = set(cand_state) == set(reference_state) and all(
-            cand_state[k].shape == reference_state[k].shape for k in reference_state
+        same_keys = set(cand_state) == set(reference_state) and all(  # a lazy layer: sized by the load
+            is_lazy(cand_state[k]) or cand_state[k].shape == reference_state[k].shape for k in reference_state
         )
         with self._armed():
             try:

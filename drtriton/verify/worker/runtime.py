@@ -129,6 +129,7 @@ class ProblemRuntime:
         self.init_args = self._init_args()
         self.init_seed = init_seed
         self.model = self.build(self.cls)
+        self._materialize_lazy(self.model)
         if training is not None:  # else the modes the constructor left (eval() on a block stays)
             self.model.train(training)
         # As constructed: forward calls in training mode move buffers (batch-norm statistics),
@@ -156,6 +157,29 @@ class ProblemRuntime:
         with torch.device(self.device):
             model = cls(*self.init_args)
         return model.to(self.device)
+
+    def _materialize_lazy(self, model: torch.nn.Module) -> None:
+        """Lazy layers (`nn.LazyLinear`, `nn.LazyConv2d`) take their sizes from their first
+        forward: one on the problem's inputs, in eval mode (no statistics move), from the init
+        seed again (both workers draw the same values). A candidate's lazy layers take the
+        reference's state (their load hook sizes them)."""
+        from torch.nn.parameter import is_lazy
+
+        if not any(is_lazy(t) for t in [*model.parameters(), *model.buffers()]):
+            return
+        inputs, _ = self.make_inputs(0, fingerprinted=False)
+        modes = {name: m.training for name, m in model.named_modules()}
+        model.eval()
+        seed_everything(self.init_seed)
+        try:
+            with torch.no_grad():
+                model(*inputs)
+        except Exception as e:
+            raise ProblemFault(f"a lazy layer's first forward (which sizes it) raised {describe_error(e, self.source_file)}")
+        finally:
+            forget_seed()
+        for name, m in model.named_modules():
+            m.training = modes.get(name, m.training)
 
     def match_modes(self, model: torch.nn.Module) -> None:
         """Put `model` (a candidate, or a rebuilt reference) in the reference's training and eval
