@@ -12,7 +12,10 @@ CLASSES = ["ModelNew"]
 def test_honest_candidates_have_no_findings(kind):
     report = check_source(HONEST[kind][1], CLASSES, "Model")
     assert report.ok, report.errors
-    assert report.kernels and not report.reduced_precision
+    # a problem returning float16 is written with it: a finding of the problem's own dtype
+    # (the verifier allows it), and no other
+    own = {"torch.float16"} if kind == "float16_output" else set()
+    assert report.kernels and {f.dtype for f in report.reduced_precision} == own
 
 
 def forward(body: str, extra: str = "") -> str:

@@ -164,3 +164,22 @@ def test_attention_as_real_code_writes_it_converts_to_one_kernel_on_the_gpu(gpu_
     _, result, _ = convert(gpu_verifier, source, mode="strict", budget=180)
     assert result.correct, failures(result)
     assert "masked_attention: Triton" in result.plan and "softmax" not in result.plan, result.plan
+
+
+NAN_INPUTS = "torch.where(torch.rand(6, 4, 10) < 0.2, float('nan'), torch.randn(6, 4, 10))"
+PROPAGATING_NAN = [
+    "torch.relu(x) * 2.0", "torch.clamp(x, -0.5, 0.5) + 1.0", "torch.maximum(x, x.flip(-1))",
+    "F.hardswish(x) - F.hardsigmoid(x)", "F.max_pool1d(x, 2) * 3.0",
+]
+
+
+@pytest.mark.parametrize("expr", PROPAGATING_NAN)
+def test_max_and_min_bounds_keep_nan_on_the_gpu(gpu_verifier, expr):
+    """PyTorch's relu, clamp, maximum and max pooling return NaN for NaN; the GPU's max.f32
+    returns the other operand (ModuleInfo's LPPool1d: relu of a NaN power gave 0). The templates
+    propagate NaN; the interpreter always did, so only the GPU can show it."""
+    from test_policy_pool_scan_loss import source
+    from test_real_modules import convert, failures
+
+    _, result, _ = convert(gpu_verifier, source(expr, NAN_INPUTS), mode="strict", budget=120)
+    assert result.correct, failures(result)

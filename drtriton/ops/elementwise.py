@@ -388,15 +388,20 @@ def _pow_triton(attrs):
     return "tl.exp({exponent} * tl.log({x}))"  # other exponents (traced programs): x > 0 only
 
 
+# tl.maximum / tl.minimum on the GPU return the operand that is not NaN (PTX max.f32); PyTorch's
+# relu, clamp and maximum return NaN: every bound below propagates it (the interpreter always did)
+PROPAGATE_NAN = ", propagate_nan=tl.PropagateNan.ALL"
+
+
 def _clamp_triton(low: str, high: str):
     """clamp/hardtanh; a bound that is None (``torch.clamp(x, min=0)``) is left out."""
 
     def template(attrs):
         expr = "{x}"
         if attrs.get(low) is not None:
-            expr = f"tl.maximum({expr}, {{{low}}})"
+            expr = f"tl.maximum({expr}, {{{low}}}{PROPAGATE_NAN})"
         if attrs.get(high) is not None:
-            expr = f"tl.minimum({expr}, {{{high}}})"
+            expr = f"tl.minimum({expr}, {{{high}}}{PROPAGATE_NAN})"
         return expr
 
     return template
@@ -410,7 +415,7 @@ def _add_scalar_torch(attrs):
 _F = "torch.nn.functional."
 
 UNARY = (
-    _unary("relu", "torch.relu({x})", "tl.maximum({x}, 0.0)", "max(x, 0)",
+    _unary("relu", "torch.relu({x})", f"tl.maximum({{x}}, 0.0{PROPAGATE_NAN})", "max(x, 0)",
            fns=("torch.relu", _F + "relu"), methods=("relu",), modules=("torch.nn.ReLU",)),
     _unary("leaky_relu", "F.leaky_relu({x}, negative_slope={negative_slope})",
            "tl.where({x} > 0.0, {x}, {x} * {negative_slope})", "x if x > 0 else slope * x",
@@ -432,9 +437,9 @@ UNARY = (
            fns=(_F + "softplus",), modules=("torch.nn.Softplus",)),
     _unary("mish", "F.mish({x})", "{x} * " + tanh(softplus("{x}")), "x * tanh(softplus(x))",
            fns=(_F + "mish",), modules=("torch.nn.Mish",)),
-    _unary("hardswish", "F.hardswish({x})", "{x} * tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0",
+    _unary("hardswish", "F.hardswish({x})", f"{{x}} * tl.minimum(tl.maximum({{x}} + 3.0, 0.0{PROPAGATE_NAN}), 6.0{PROPAGATE_NAN}) / 6.0",
            "x * relu6(x + 3) / 6", fns=(_F + "hardswish",), modules=("torch.nn.Hardswish",)),
-    _unary("hardsigmoid", "F.hardsigmoid({x})", "tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0",
+    _unary("hardsigmoid", "F.hardsigmoid({x})", f"tl.minimum(tl.maximum({{x}} + 3.0, 0.0{PROPAGATE_NAN}), 6.0{PROPAGATE_NAN}) / 6.0",
            "relu6(x + 3) / 6", fns=(_F + "hardsigmoid",), modules=("torch.nn.Hardsigmoid",)),
     _unary("elu", "F.elu({x}, alpha={alpha})", "tl.where({x} > 0.0, {x}, {alpha} * " + expm1("{x}") + ")",
            "x if x > 0 else alpha * (exp(x) - 1)", attrs=(Choice("alpha", (0.5, 1.0, 2.0)),),
@@ -582,9 +587,9 @@ BINARY = (
     _binary("div", "{x} / {y}", "{x} / {y}", "x / y, broadcasting; y is kept away from zero",
             other_domain="positive", fns=("operator.truediv", "torch.div", "torch.divide"),
             methods=("div", "__truediv__")),
-    _binary("maximum", "torch.maximum({x}, {y})", "tl.maximum({x}, {y})", "elementwise max",
+    _binary("maximum", "torch.maximum({x}, {y})", f"tl.maximum({{x}}, {{y}}{PROPAGATE_NAN})", "elementwise max",
             commutative=True, fns=("torch.maximum", "torch.max"), methods=("maximum",)),
-    _binary("minimum", "torch.minimum({x}, {y})", "tl.minimum({x}, {y})", "elementwise min",
+    _binary("minimum", "torch.minimum({x}, {y})", f"tl.minimum({{x}}, {{y}}{PROPAGATE_NAN})", "elementwise min",
             commutative=True, fns=("torch.minimum", "torch.min"), methods=("minimum",)),
 )
 

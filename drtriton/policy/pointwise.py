@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..capture import Node
 from ..ops import VOCABULARY
+from ..ops.elementwise import PROPAGATE_NAN
 from ..ops.operator import float_source
 from . import recompute
 from .program import Program
@@ -359,9 +360,9 @@ def node_expression(program: Program, node: Node, env: dict[str, str]) -> str:
         a = node.args[0]["value"]
         x = env[a] if a in env else _literal(program.values[a].literal)
         if not math.isinf(node.attrs["min"]):
-            x = f"tl.maximum({x}, {_literal(node.attrs['min'])})"
+            x = f"tl.maximum({x}, {_literal(node.attrs['min'])}{PROPAGATE_NAN})"
         if not math.isinf(node.attrs["max"]):
-            x = f"tl.minimum({x}, {_literal(node.attrs['max'])})"
+            x = f"tl.minimum({x}, {_literal(node.attrs['max'])}{PROPAGATE_NAN})"
         return x
     template = op.triton_expr(node.attrs)
     # operands by position; a number in a tensor's place (eq.Scalar(x, 0), where(c, x, 0.0)) is

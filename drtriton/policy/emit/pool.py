@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+from ...ops.elementwise import PROPAGATE_NAN
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, affine, autotune, empty, input_launch, paren, pow2, stored_values
@@ -264,7 +265,7 @@ def _windowed_body(kind, n, k, s, p, d, I, O, load, acc0, attrs, indices=False) 
         lines.append(f"{indent}acc_i = tl.where(better, ({spatial}).to(tl.int64), acc_i)")
         lines.append(f"{indent}acc = tl.where(better, xv, acc)")
     else:
-        lines.append(f"{indent}acc = tl.maximum(acc, xv)" if kind == "max" else f"{indent}acc += xv")
+        lines.append(f"{indent}acc = tl.maximum(acc, xv{PROPAGATE_NAN})" if kind == "max" else f"{indent}acc += xv")
     body += lines
     if kind == "max":
         body.append("res = acc")
