@@ -7,6 +7,8 @@ mode, as `opinfo.py` does for operators.
 
     python benchmarks/moduleinfo.py --out docs/moduleinfo.md              # every module
     python benchmarks/moduleinfo.py --only Conv2d,LSTM --modes strict --out -
+    python benchmarks/moduleinfo.py --write probs --modes ""        # the problem files only, then
+    drtriton bench probs --device cuda --mode strict                  # the same layers on a GPU
 
 A module input is left out, with the reason, when its constructor takes a tensor or a callable
 (written as a literal it would not be the layer PyTorch tests), its forward's arguments cannot be
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from dataclasses import asdict
@@ -115,8 +118,8 @@ def report(results: list[Case], modes: list[str], pick: int) -> str:
     for mode in modes:
         ok = sum(getattr(c, mode) == "correct" for c in problems)
         lines.append(f"| {mode} | {ok} | {100 * ok / max(len(problems), 1):.0f}% |")
-    lines += ["", "| module | " + " | ".join(modes) + " | s |", "|---|" + "---|" * len(modes) + "---|"]
-    lines += [f"| `{c.name}` | " + " | ".join(getattr(c, m).replace("|", "/") for m in modes) + f" | {c.seconds:.1f} |"
+    lines += ["", "| " + " | ".join(["module", *modes, "s"]) + " |", "|" + "---|" * (len(modes) + 2)]
+    lines += ["| " + " | ".join([f"`{c.name}`", *(getattr(c, m).replace("|", "/") for m in modes), f"{c.seconds:.1f}"]) + " |"
               for c in problems]
     left = [c for c in results if not c.source or c.view]
     if left:
@@ -132,6 +135,7 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated module class names")
     ap.add_argument("--budget", type=float, default=60.0, help="search seconds per module and mode")
     ap.add_argument("--modes", default="strict,mixed")
+    ap.add_argument("--write", help="also write each problem file here (mi_<module>.py), for `drtriton bench`")
     ap.add_argument("--sample", type=int, default=0,
                     help="which usable input of each module: 0 the first, N the N-th after it, -1 the last")
     args = ap.parse_args()
@@ -141,6 +145,10 @@ def main() -> int:
     results = cases(set(args.only.split(",")) if args.only else None, args.sample)
     todo = [c for c in results if c.source and not c.view]
     print(f"{len(todo)} problems of {len(results)} modules", file=sys.stderr, flush=True)
+    if args.write:
+        Path(args.write).mkdir(parents=True, exist_ok=True)
+        for case in todo:
+            (Path(args.write) / f"mi_{re.sub(r'[^A-Za-z0-9_]', '_', case.name)}.py").write_text(case.source)
     with Verifier(VerifyConfig(device="cpu", workers=2)) as verifier:
         for i, case in enumerate(todo, 1):
             t0 = time.monotonic()

@@ -572,7 +572,25 @@ def _flat_unique_consecutive(n) -> bool:
     return (n.args[3] if len(n.args) > 3 else n.kwargs.get("dim")) is None
 
 
+def _one_mask_index(n) -> bool:
+    """index_put with one boolean mask (full slices before it) and values that do not depend on
+    how many elements it selects: at most the dims after the mask's, or a leading size of 1."""
+    import torch
+
+    indices, values = n.args[1], n.args[2]
+    tensors = [i for i in indices if i is not None]
+    if len(tensors) != 1 or not hasattr(values, "meta"):
+        return False
+    at = indices.index(tensors[0])
+    mask, x, v = tensors[0].meta.get("val"), n.args[0].meta.get("val"), values.meta.get("val")
+    if mask is None or x is None or v is None or mask.dtype != torch.bool or any(i is not None for i in indices[at + 1:]):
+        return False
+    after = x.dim() - at - mask.dim()
+    return v.dim() <= after or (v.dim() == after + 1 and v.shape[0] == 1)
+
+
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
+              "aten.index_put.default": _one_mask_index,
               "aten._embedding_bag_forward_only.default": _embedding_bag_result_only,
               "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
@@ -582,7 +600,7 @@ _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
 #: through _trilinear; the scatters into views: a copy into a view, which functionalisation turns
 #: back into the same scatter; cdist: PyTorch's p = 2 past 25 rows is |a|^2 + |b|^2 - 2ab, whose
 #: cancellation a float32 product (tf32x3) cannot hold to the reference's error
-_OURS_FIRST = {"aten.adaptive_max_pool2d.default", "aten.bilinear.default", "aten.as_strided_scatter.default",
+_OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.bilinear.default", "aten.as_strided_scatter.default",
                "aten.diagonal_scatter.default", "aten.index.Tensor", "aten.cdist.default"}
 
 
@@ -609,7 +627,9 @@ def store_lowerings() -> dict:
       from a cumsum of the mask and stored with index_put, the count read back as the size; `unique`
       (sorted) and `unique_consecutive`: the runs' first values compacted, inverse and counts.
     - `linalg_pinv`: from the SVD (or eigh), as PyTorch's C++ computes it.
-    - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features."""
+    - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features.
+    - `index_put` with one boolean mask (`x[mask] = v`, `+= v`) and values the same for every
+      selected element: `where(mask, v, x)` (accumulating: x plus v where the mask holds)."""
     import torch
 
     aten = torch.ops.aten
@@ -663,6 +683,23 @@ def store_lowerings() -> dict:
         at = aten.cumsum.default(keep, 0) - 1  # the source element of each masked position
         picked = aten.index.Tensor(source.reshape(-1), [at])
         return torch.where(keep, picked, self.expand(shape).reshape(-1)).view(shape)
+
+    def index_put(self, indices, values, accumulate=False):
+        # x[mask] = v (or += v) with v the same for every selected element (`_one_mask_index`):
+        # where(mask, v, x), the mask over its dims of x, v over the dims after them
+        given = [m for m in indices if m is not None]
+        if len(given) != 1 or given[0].dtype != torch.bool:  # integer indices (traced in another
+            # lowering of the same round, embedding_bag's): the scatter the vocabulary covers
+            return aten._unsafe_index_put.default(self, indices, values, accumulate)
+        at = next(i for i, m in enumerate(indices) if m is not None)
+        mask, after = indices[at], self.dim() - at - indices[at].dim()
+        if values.dim() > after:  # (1, *after): the selection's dim, of size 1
+            values = values.reshape(values.shape[values.dim() - after:])
+        mask = mask.reshape(*mask.shape, *[1] * after)
+        values = values.to(self.dtype)
+        if accumulate:
+            return self + torch.where(mask, values, torch.zeros_like(values))
+        return torch.where(mask, values, self)
 
     def adaptive_max_pool2d(input, output_size):
         h_in, w_in = input.shape[-2], input.shape[-1]
@@ -854,7 +891,7 @@ def store_lowerings() -> dict:
             aten.nonzero_static.default: nonzero_static, aten.masked_select.default: masked_select,
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
-            aten.unique_consecutive.default: unique_consecutive}
+            aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put}
 
 
 def _covered(g: Graph) -> Counter:

@@ -99,3 +99,31 @@ def test_compile_check_has_a_time_limit():
 class _Sample:
     def __init__(self, input, args, kwargs=None):
         self.input, self.args, self.kwargs = input, args, kwargs or {}
+
+
+def test_pytorch_layers_become_problems_and_convert(tmp_path):
+    """benchmarks/moduleinfo.py: ModuleInfo's layers, constructed as PyTorch's tests construct them,
+    as problem files; a lazy layer (sized by its first forward) and an LSTM (nested outputs)
+    convert strict; a layer built from another module instance is left out, saying why."""
+    pytest.importorskip("expecttest")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "moduleinfo.py"), "--only",
+                        "Linear,LazyConv1d,LSTM,TransformerEncoder", "--modes", "strict", "--out", str(tmp_path / "m.md"),
+                        "--json", str(tmp_path / "cases.jsonl"), "--budget", "240"],
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = {c["name"]: c for c in map(json.loads, (tmp_path / "cases.jsonl").read_text().splitlines())}
+    assert "self.layer = nn.Linear(" in found["Linear"]["source"] and found["Linear"]["strict"] == "correct"
+    assert found["LazyConv1d"]["strict"] == "correct", found["LazyConv1d"]["strict"]
+    assert found["LSTM"]["strict"] == "correct", found["LSTM"]["strict"]
+    assert "TransformerEncoderLayer constructor argument" in found["TransformerEncoder"]["left_out"]
+    text = (tmp_path / "m.md").read_text()
+    assert "| strict | 3 | 100% |" in text and "| `LSTM` | correct |" in text
+
+
+def test_another_opinfo_sample_is_picked_on_request():
+    pytest.importorskip("expecttest")
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    op = next(o for o in op_db if o.name == "cummax")
+    first, last = opinfo.make_problem(op), opinfo.make_problem(op, -1)
+    assert first != last and "reshape(())" in last  # the last sample: a 0-d input

@@ -230,6 +230,31 @@ def test_lazy_layers_take_their_sizes_from_a_first_forward(cpu_verifier, expr, i
     assert search.result.verdict.triton_kernels
 
 
+MASKED_ASSIGNMENT = [
+    # one boolean mask and a value the same for every selected element: where(mask, v, x)
+    ("(lambda y: (y.__setitem__(x[:, 0] > 0, v), y)[1])(x.clone())", "torch.randn(6, 5), torch.randn(5)", "x, v"),
+    ("(lambda z: (z.__setitem__(x > 0.5, 0.0), z)[1])(x * 2)", "torch.randn(6, 5), torch.randn(5)", "x, v"),
+    ("torch.index_put(x, (x[:, 1] < 0,), v, accumulate=True)", "torch.randn(6, 5), torch.randn(1, 5)", "x, v"),
+    # a full slice before the mask: x[:, mask] = a number computed in forward
+    ("(lambda y: (y.__setitem__((slice(None), x[0] > 0), v.sum()), y)[1])(x.clone())", "torch.randn(6, 5), torch.randn(5)",
+     "x, v"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", MASKED_ASSIGNMENT, ids=[c[0] for c in MASKED_ASSIGNMENT])
+def test_masked_assignment_of_one_value_is_a_where(cpu_verifier, expr, inputs, args):
+    """`x[mask] = v` selects a data-dependent set, but where v does not depend on its size the
+    result is where(mask, v, x): it needed PyTorch (OpInfo's index_put, and user code)."""
+    check(cpu_verifier, source(expr, inputs, args=args), ["where"])
+
+
+def test_masked_assignment_beside_an_embedding_bag_keeps_its_integer_scatters(cpu_verifier):
+    # one round lowers both: embedding_bag's index_put (integer indices) stays a scatter
+    check(cpu_verifier, source("(lambda y: (y.__setitem__(x[:, 0] > 0, 1.5), y)[1])(x.clone()), self.bag(i, o)",
+                               "torch.randn(6, 4), torch.randint(0, 10, (8,)), torch.tensor([0, 3, 5])", args="x, i, o",
+                               init="self.bag = nn.EmbeddingBag(10, 4, mode='sum')"), ["where"])
+
+
 _CALL_AT_OTHER_BATCHES = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
