@@ -82,7 +82,7 @@ def test_record_is_complete(op):
         # (and the dtypes casts name, float64 for functions evaluated in it)
         assert set(re.findall(r"\btl\.(\w+)", text)) <= {"exp", "log", "abs", "erf", "where", "maximum", "minimum",
                                                           "sqrt", "sin", "cos", "floor", "ceil", "float32", "float64",
-                                                          "int32"}
+                                                          "int32", "PropagateNan"}
         assert set(re.findall(r"\{(\w+)\}", text)) <= {"x", "y", "z"}
     for spec in op.attrs:
         assert spec.describe()
@@ -159,7 +159,7 @@ def test_layout_glue():
 def test_triton_templates_take_traced_attributes():
     """Traced programs carry attribute values synthesis never draws (the built-in policy uses
     the templates on them): an absent clamp bound, a fractional power."""
-    assert ops.get("clamp").triton_expr({"min": 0.0, "max": None}) == "tl.maximum({x}, 0.0)"
+    assert ops.get("clamp").triton_expr({"min": 0.0, "max": None}) == "tl.maximum({x}, 0.0, propagate_nan=tl.PropagateNan.ALL)"
     assert ops.get("pow").triton_expr({"exponent": 3}) == "{x} * {x} * {x}"
     assert ops.get("pow").triton_expr({"exponent": 0.5}) == "tl.exp(0.5 * tl.log({x}))"
     assert ops.get("gelu").triton_expr({}) == ops.get("gelu").triton_expr({"approximate": "none"})

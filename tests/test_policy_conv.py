@@ -208,7 +208,7 @@ def test_epilogue_fused_into_the_conv_kernel(cpu_verifier):
     _check(cpu_verifier, problem, "conv2d, relu, add: Triton (precision=ieee)")
     source = _first_candidate(problem).source
     assert source.count("@triton.jit") == 1  # one kernel: conv, relu and the (C, 1, 1) add
-    assert "tl.maximum(acc, 0.0)" in source
+    assert "tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)" in source
 
 
 def test_a_constant_tensor_made_in_forward_is_a_literal(cpu_verifier):
@@ -216,7 +216,7 @@ def test_a_constant_tensor_made_in_forward_is_a_literal(cpu_verifier):
     assert [n.target for n in _graph(problem).nodes] == [
         "aten.conv2d.default", "aten.min.other", "aten.add.Tensor", "aten.mul.Tensor"]
     _check(cpu_verifier, problem, "conv2d, minimum, add, mul_scalar: Triton (precision=ieee)")
-    assert "tl.minimum(acc, 0.5)" in _first_candidate(problem).source
+    assert "tl.minimum(acc, 0.5, propagate_nan=tl.PropagateNan.ALL)" in _first_candidate(problem).source
 
 
 def test_epilogue_stores_every_value_used_outside(cpu_verifier):

@@ -255,6 +255,21 @@ def test_masked_assignment_beside_an_embedding_bag_keeps_its_integer_scatters(cp
                                init="self.bag = nn.EmbeddingBag(10, 4, mode='sum')"), ["where"])
 
 
+NAN_REDUCTIONS = [
+    ("torch.amax(x, -1) - torch.amin(x, 1).sum()", "torch.where(torch.rand(6, 4, 10) < 0.2, float('nan'), torch.randn(6, 4, 10))"),
+    # two rows of 40000: split over programs, the partial maxima combined by a second kernel
+    ("x.amax(-1) * 2.0", "torch.where(torch.rand(2, 40000) < 1e-4, float('nan'), torch.randn(2, 40000))"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs", NAN_REDUCTIONS, ids=[c[0] for c in NAN_REDUCTIONS])
+def test_max_and_min_reductions_keep_nan(cpu_verifier, expr, inputs):
+    """PyTorch's amax/amin of a row holding NaN is NaN; tl.max drops it (the interpreter and the
+    GPU alike): the rows template folds and collapses with NaN-propagating max and min."""
+    cand = check(cpu_verifier, source(expr, inputs), ["max"])
+    assert "_max_nan" in cand.source
+
+
 _CALL_AT_OTHER_BATCHES = """
 import importlib.util, sys, torch
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])

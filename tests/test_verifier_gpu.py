@@ -170,12 +170,13 @@ NAN_INPUTS = "torch.where(torch.rand(6, 4, 10) < 0.2, float('nan'), torch.randn(
 PROPAGATING_NAN = [
     "torch.relu(x) * 2.0", "torch.clamp(x, -0.5, 0.5) + 1.0", "torch.maximum(x, x.flip(-1))",
     "F.hardswish(x) - F.hardsigmoid(x)", "F.max_pool1d(x, 2) * 3.0",
+    "torch.amax(x, -1) - torch.amin(x, 1).sum()",  # reductions: a NaN in a row is the row's max
 ]
 
 
 @pytest.mark.parametrize("expr", PROPAGATING_NAN)
 def test_max_and_min_bounds_keep_nan_on_the_gpu(gpu_verifier, expr):
-    """PyTorch's relu, clamp, maximum and max pooling return NaN for NaN; the GPU's max.f32
+    """PyTorch's relu, clamp, maximum, max pooling and amax return NaN for NaN; the GPU's max.f32
     returns the other operand (ModuleInfo's LPPool1d: relu of a NaN power gave 0). The templates
     propagate NaN; the interpreter always did, so only the GPU can show it."""
     from test_policy_pool_scan_loss import source

@@ -31,7 +31,10 @@ def _tl_shim():
     erf = np.vectorize(math.erf, otypes=[float])
     return SimpleNamespace(
         exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, sin=np.sin, cos=np.cos, floor=np.floor, ceil=np.ceil,
-        maximum=np.maximum, minimum=np.minimum, float32=np.float32, float64=np.float64, int32=np.int32,
+        # NumPy's maximum and minimum keep NaN: the templates' propagate_nan=tl.PropagateNan.ALL
+        maximum=lambda a, b, propagate_nan=None: np.maximum(a, b),
+        minimum=lambda a, b, propagate_nan=None: np.minimum(a, b), PropagateNan=SimpleNamespace(ALL="all", NONE="none"),
+        float32=np.float32, float64=np.float64, int32=np.int32,
         # (these two return plain arrays: back to the type that takes `.to`)
         erf=lambda x: np.asarray(erf(x)).view(array), where=lambda c, a, b: np.asarray(np.where(c, a, b)).view(array),
     )

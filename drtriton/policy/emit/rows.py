@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+from ...ops.elementwise import PROPAGATE_NAN
 from ..pointwise import Axes, IndexSpace, PointwiseBlock, tuple_source
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, empty, input_launch, pow2, stored_values
@@ -66,11 +67,15 @@ MIN_CHUNKS = 4
 TARGET_PROGRAMS = 1024
 
 # a reduction's accumulator: how a (BLOCK, BLOCK_I) tile of values `v` folds into `acc`, and
-# how `acc` collapses to one value per column
-_FOLD = {"sum": "acc += {v}", "prod": "acc *= {v}", "max": "acc = tl.maximum(acc, {v})",
-         "min": "acc = tl.minimum(acc, {v})"}
-_COLLAPSE = {"sum": "tl.sum(acc, axis=0)", "prod": "tl.reduce(acc, 0, _mul)", "max": "tl.max(acc, axis=0)",
-             "min": "tl.min(acc, axis=0)"}
+# how `acc` collapses to one value per column; max and min keep NaN as PyTorch's amax does (tl.max
+# would not on the GPU: max.f32 returns the operand that is not NaN)
+_FOLD = {"sum": "acc += {v}", "prod": "acc *= {v}", "max": "acc = tl.maximum(acc, {v}" + PROPAGATE_NAN + ")",
+         "min": "acc = tl.minimum(acc, {v}" + PROPAGATE_NAN + ")"}
+_COLLAPSE = {"sum": "tl.sum(acc, axis=0)", "prod": "tl.reduce(acc, 0, _mul)", "max": "tl.reduce(acc, 0, _max_nan)",
+             "min": "tl.reduce(acc, 0, _min_nan)"}
+_HELPERS = {"prod": ["@triton.jit", "def _mul(a, b):", "    return a * b"],
+            "max": ["@triton.jit", "def _max_nan(a, b):", f"    return tl.maximum(a, b{PROPAGATE_NAN})"],
+            "min": ["@triton.jit", "def _min_nan(a, b):", f"    return tl.minimum(a, b{PROPAGATE_NAN})"]}
 
 
 def _combiner(op: str) -> str:
@@ -297,9 +302,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     else:
         body += _softmax(op, load_x, epi, out, outs, stores, x_sizes, rank, x_axes, acc_t)
 
-    helpers = []
-    if op == "prod":
-        helpers = ["@triton.jit", "def _mul(a, b):", "    return a * b"]
+    helpers = _HELPERS.get(_combiner(op), [])
     shape = f"X viewed as (O, R, I) = ({O}, {R}, {I}) at capture"
     if split:
         partials = {"sum": "sums", "prod": "products", "max": "maxima", "min": "minima"}[_combiner(op)]
