@@ -18,11 +18,8 @@ written out, its output is not tensors, random, or changes its inputs (`opinfo.c
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-import time
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -30,7 +27,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.opinfo import MAX_SAMPLES, Case, Writer, _tensors, check_reference, convert  # noqa: E402
+from benchmarks.opinfo import (MAX_SAMPLES, Case, Writer, _tensors, check_reference, convert_all,  # noqa: E402
+                               write_results)
 
 
 def _literal(v) -> str:
@@ -139,8 +137,6 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=0,
                     help="which usable input of each module: 0 the first, N the N-th after it, -1 the last")
     args = ap.parse_args()
-    from drtriton.verify import Verifier, VerifyConfig
-
     modes = [m for m in args.modes.split(",") if m]
     results = cases(set(args.only.split(",")) if args.only else None, args.sample)
     todo = [c for c in results if c.source and not c.view]
@@ -149,26 +145,8 @@ def main() -> int:
         Path(args.write).mkdir(parents=True, exist_ok=True)
         for case in todo:
             (Path(args.write) / f"mi_{re.sub(r'[^A-Za-z0-9_]', '_', case.name)}.py").write_text(case.source)
-    with Verifier(VerifyConfig(device="cpu", workers=2)) as verifier:
-        for i, case in enumerate(todo, 1):
-            t0 = time.monotonic()
-            for mode in modes:
-                try:
-                    setattr(case, mode, convert(case, verifier, mode, args.budget))
-                except Exception as e:  # one module's failure is its row; the run goes on
-                    setattr(case, mode, f"internal error: {type(e).__name__}: {e}"[:160])
-            case.seconds = time.monotonic() - t0
-            print(f"[{i}/{len(todo)}] {case.name}: " + "; ".join(f"{m} {getattr(case, m)[:70]}" for m in modes),
-                  file=sys.stderr, flush=True)
-    text = report(results, modes, args.sample)
-    if args.out == "-":
-        print(text)
-    else:
-        Path(args.out).write_text(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            for c in results:
-                f.write(json.dumps(asdict(c)) + "\n")
+    convert_all(todo, modes, args.budget, lambda c: f"{c.name}: " + "; ".join(f"{m} {getattr(c, m)[:70]}" for m in modes))
+    write_results(report(results, modes, args.sample), results, args.out, args.json)
     return 0
 
 

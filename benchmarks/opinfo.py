@@ -379,6 +379,35 @@ def convert(case: Case, verifier, mode: str, budget: float) -> str:
     return "correct" if r.correct else (r.reason or "not correct")[:160]
 
 
+def convert_all(todo: list[Case], modes: list[str], budget: float, line) -> None:
+    """Each case converted in each mode with one CPU verifier, a progress line (`line(case)`)
+    each; a case whose conversion raises gets the error as its row and the run goes on."""
+    from drtriton.verify import Verifier, VerifyConfig
+
+    with Verifier(VerifyConfig(device="cpu", workers=2)) as verifier:
+        for i, case in enumerate(todo, 1):
+            t0 = time.monotonic()
+            for mode in modes:
+                try:
+                    setattr(case, mode, convert(case, verifier, mode, budget))
+                except Exception as e:  # noqa: BLE001 - one case's failure is its row
+                    setattr(case, mode, f"internal error: {type(e).__name__}: {e}"[:160])
+            case.seconds = time.monotonic() - t0
+            print(f"[{i}/{len(todo)}] {line(case)}", file=sys.stderr, flush=True)
+
+
+def write_results(text: str, results: list[Case], out: str, json_path: str | None) -> None:
+    """The Markdown report to `out` (- for stdout), every case as JSON lines to `json_path`."""
+    if out == "-":
+        print(text)
+    else:
+        Path(out).write_text(text)
+    if json_path:
+        with open(json_path, "w") as f:
+            for c in results:
+                f.write(json.dumps(asdict(c)) + "\n")
+
+
 def report(results: list[Case], compile_timeout: float = COMPILE_TIMEOUT) -> str:
     problems = [c for c in results if c.source]
     views = [c for c in problems if c.view]
@@ -455,8 +484,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.compile_worker:
         return _compile_worker()
-    from drtriton.verify import Verifier, VerifyConfig
-
     results = cases(set(args.only.split(",")) if args.only else None, args.limit, args.sample)
     todo = [c for c in results if c.source and not c.view]
     print(f"{len(todo)} problems of {len(results)} operators", file=sys.stderr, flush=True)
@@ -466,26 +493,9 @@ def main() -> int:
             case.compiles = checker.check(case.source)
     finally:
         checker.close()
-    with Verifier(VerifyConfig(device="cpu", workers=2)) as verifier:
-        for i, case in enumerate(todo, 1):
-            t0 = time.monotonic()
-            for mode in [m for m in args.modes.split(",") if m]:
-                try:
-                    setattr(case, mode, convert(case, verifier, mode, args.budget))
-                except Exception as e:  # one operator's failure is its row; the run goes on
-                    setattr(case, mode, f"internal error: {type(e).__name__}: {e}"[:160])
-            case.seconds = time.monotonic() - t0
-            print(f"[{i}/{len(todo)}] {case.name} (compiles: {case.compiles[:40]}): strict {case.strict[:60]}; mixed {case.mixed[:60]}",
-                  file=sys.stderr, flush=True)
-    text = report(results, args.compile_timeout)
-    if args.out == "-":
-        print(text)
-    else:
-        Path(args.out).write_text(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            for c in results:
-                f.write(json.dumps(asdict(c)) + "\n")
+    convert_all(todo, [m for m in args.modes.split(",") if m], args.budget,
+                lambda c: f"{c.name} (compiles: {c.compiles[:40]}): strict {c.strict[:60]}; mixed {c.mixed[:60]}")
+    write_results(report(results, args.compile_timeout), results, args.out, args.json)
     return 0
 
 
