@@ -49,7 +49,7 @@ def _shape(values, a) -> list[int]:
 
 
 class SymbolicSize(Exception):
-    """An operator attribute (out_channels, out_features, a kernel or hidden size) would be read
+    """An operator attribute (out_channels, a kernel or hidden size) would be read
     from a size the trace left symbolic: the kernel would fix it at the trace's example value
     (a weight passed to forward shares the batch's symbolic leading size). Capture traces again
     with that input's sizes static."""
@@ -210,7 +210,7 @@ def _tensor_and_number(name: str):
 
 def _linear(node, values):
     a = _args(node, ["input", "weight", "bias"], {"bias": None})
-    w = _fixed_shape(values, a["weight"])
+    w = _shape(values, a["weight"])  # (the template reads the features from the weight at run time)
     return "linear", {"bias": a["bias"] is not None, "out_features": w[0]}
 
 
