@@ -90,6 +90,15 @@ def value_refs(args) -> list[str]:
     return out
 
 
+def renamed_refs(args, names: dict[str, str]):
+    """`args` with each tensor value that `names` maps renamed (lists followed), the rest as is."""
+    if isinstance(args, dict) and "value" in args:
+        return {"value": names.get(args["value"], args["value"])}
+    if isinstance(args, list):
+        return [renamed_refs(a, names) for a in args]
+    return args
+
+
 # What `torch.tensor(c)` in forward traces to: identities on the lifted constant. Capture folds
 # them into the constant itself, so a scalar stays a literal the emitters write into the kernel.
 _CONSTANT_IDENTITIES = {"aten.lift_fresh_copy.default", "aten.detach.default", "aten.detach_.default"}
@@ -931,21 +940,14 @@ def _rename_inputs(graph: Graph, names: dict[str, str]) -> Graph:
     if not names:
         return graph
 
-    def ren(a):
-        if isinstance(a, dict) and "value" in a:
-            return {"value": names.get(a["value"], a["value"])}
-        if isinstance(a, list):
-            return [ren(x) for x in a]
-        return a
-
     values = {}
     for key, v in graph.values.items():
         if key in names:
             v.name = names[key]
         values[names.get(key, key)] = v
     for n in graph.nodes:
-        n.args = ren(n.args)
-        n.kwargs = {k: ren(a) for k, a in n.kwargs.items()}
+        n.args = renamed_refs(n.args, names)
+        n.kwargs = {k: renamed_refs(a, names) for k, a in n.kwargs.items()}
     return Graph(values, graph.nodes, [names.get(i, i) for i in graph.inputs],
                  [names.get(o, o) for o in graph.outputs])
 

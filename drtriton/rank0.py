@@ -5,7 +5,7 @@ The templates then see rank 1 and need no case of their own; the views compute n
 
 from __future__ import annotations
 
-from .capture import Graph, Node, Value, value_refs
+from .capture import Graph, Node, Value, renamed_refs, value_refs
 
 # vocabulary operators whose 0-d operands PyTorch reads as one element along dim 0
 ALONG_A_DIM = {
@@ -26,7 +26,7 @@ def promote_rank0(graph: Graph) -> Graph:
         for v in dict.fromkeys(value_refs(node.args)):
             if not graph.values[v].shape:
                 renamed[v] = _view(graph, nodes, v, [1], f"{v}_as_1")
-        node.args = _renamed(node.args, renamed)
+        node.args = renamed_refs(node.args, renamed)
         outs = []
         for o in node.outputs:
             if graph.values[o].shape:
@@ -63,11 +63,3 @@ def _fresh(graph: Graph, stem: str) -> str:
         i += 1
         name = f"{stem}{i}"
     return name
-
-
-def _renamed(args, renamed: dict[str, str]):
-    if isinstance(args, dict) and "value" in args:
-        return {"value": renamed.get(args["value"], args["value"])}
-    if isinstance(args, list):
-        return [_renamed(a, renamed) for a in args]
-    return args

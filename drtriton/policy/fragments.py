@@ -13,7 +13,7 @@ import copy
 import re
 from dataclasses import dataclass
 
-from ..capture import Graph, Node, Value
+from ..capture import Graph, Node, Value, renamed_refs
 from ..problem import Problem, from_source
 from .emit import pytorch
 from .program import Fragment, Program
@@ -31,14 +31,6 @@ class FragmentTask:
 
 def _identifier(name: str) -> str:
     return re.sub(r"\W", "_", name).strip("_") or "t"
-
-
-def _rename(args, names: dict[str, str]):
-    if isinstance(args, dict) and "value" in args:
-        return {"value": names.get(args["value"], args["value"])}
-    if isinstance(args, list):
-        return [_rename(a, names) for a in args]
-    return args
 
 
 def _literals(args):
@@ -79,8 +71,8 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
     nodes: list[Node] = []
     for n in members:
         copied = copy.deepcopy(n)
-        copied.args = _rename(n.args, names)
-        copied.kwargs = {k: _rename(a, names) for k, a in n.kwargs.items()}
+        copied.args = renamed_refs(n.args, names)
+        copied.kwargs = {k: renamed_refs(a, names) for k, a in n.kwargs.items()}
         nodes.append(copied)
         for o in n.outputs:
             if o in program.values:
