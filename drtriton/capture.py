@@ -608,9 +608,11 @@ _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
 #: adaptive_max_pool2d: PyTorch's covers only even windows and global pooling; bilinear: it goes
 #: through _trilinear; the scatters into views: a copy into a view, which functionalisation turns
 #: back into the same scatter; cdist: PyTorch's p = 2 past 25 rows is |a|^2 + |b|^2 - 2ab, whose
-#: cancellation a float32 product (tf32x3) cannot hold to the reference's error
-_OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.bilinear.default", "aten.as_strided_scatter.default",
-               "aten.diagonal_scatter.default", "aten.index.Tensor", "aten.cdist.default"}
+#: cancellation a float32 product (tf32x3) cannot hold to the reference's error; index_put (with
+#: a boolean mask: `_one_mask_index`): PyTorch's keeps the data-dependent selection
+_OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.bilinear.default",
+               "aten.as_strided_scatter.default", "aten.diagonal_scatter.default", "aten.index.Tensor",
+               "aten.cdist.default"}
 
 
 def store_lowerings() -> dict:
