@@ -1,7 +1,7 @@
 """Python forms of the composite operators whose C++ code reads sizes as plain integers.
 
 Under `torch.export` such code fixes a symbolic batch to the traced number (`kron` reshapes to
-the sizes it read; `multi_dot` and `chain_matmul` choose their order of products from them), so
+the sizes it read, `take_along_dim` broadcasts to them; `multi_dot` and `chain_matmul` choose their order of products from them), so
 a converted module would only take the batch it was converted at. Traced through these forms
 instead (`SymbolicForms`, a torch-function mode around export), the sizes stay expressions. Each
 form falls back to PyTorch's own function for what it does not handle, so errors are PyTorch's.
@@ -28,6 +28,22 @@ def kron(a, b, *, out=None):
     return (spread_a * spread_b).reshape([x * y for x, y in zip(sa, sb)])
 
 
+def take_along_dim(input, indices, dim=None, *, out=None):
+    """`gather` after broadcasting the two but along `dim` (the C++ broadcasts with the sizes it
+    read); negative indices count from the end, as the C++ wraps them."""
+    if out is not None or dim is None or not (isinstance(input, torch.Tensor) and isinstance(indices, torch.Tensor)) \
+            or input.dim() != indices.dim() or input.dim() == 0:
+        return NotImplemented
+    dim = dim % input.dim()
+    along = list(input.shape)
+    along[dim] = indices.shape[dim]
+    indices = indices.broadcast_to(torch.broadcast_shapes(along, indices.shape))
+    along = list(indices.shape)
+    along[dim] = input.shape[dim]
+    input = input.broadcast_to(torch.broadcast_shapes(along, input.shape))
+    return input.gather(dim, indices.remainder(input.shape[dim]))
+
+
 def multi_dot(tensors, *, out=None):
     """The products left to right (PyTorch picks the cheapest order from the sizes); a 1-D first
     operand is a row vector and a 1-D last one a column vector, squeezed from the result."""
@@ -52,6 +68,7 @@ def chain_matmul(*matrices, out=None):
 
 FORMS = {
     torch.kron: kron, torch.Tensor.kron: kron,
+    torch.take_along_dim: take_along_dim, torch.Tensor.take_along_dim: take_along_dim,
     torch.linalg.multi_dot: multi_dot,
     torch.chain_matmul: chain_matmul,
 }

@@ -22,7 +22,7 @@ the Triton interpreter. Each case failed before its fix:
   vocabulary record (div_trunc: C's truncating division, Triton's // on signed integers);
 - an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold;
 - zeta and polygamma: new records, a float64 helper each (drtriton/ops/zeta.py);
-- kron and multi_dot at another batch size: their C++ reads sizes as numbers, so export fixed the
+- kron, multi_dot and take_along_dim at another batch size: their C++ reads sizes as numbers, so export fixed the
   batch and the module took no other (traced through Python forms now, drtriton/symbolic_forms.py).
 """
 
@@ -137,6 +137,8 @@ CASES = [
     ("torch.kron(x, x[:2, 1:].exp())", "torch.randn(4, 5)", "mul"),
     ("torch.linalg.multi_dot([x, x.mT, x[:, :3]])", "torch.randn(4, 5)", "matmul"),  # mT: a transpose
     ("torch.linalg.multi_dot([x[:, 0], x, x[0]])", "torch.randn(4, 5)", "matmul"),  # vector ends: a 0-d result
+    # take_along_dim's C++ broadcasts to the sizes it read (a square sample pinned both inputs)
+    ("torch.take_along_dim(x, (x * 4).long() % 5 - 5, 1)", "torch.randn(5, 5)", "gather"),
     ("torch.logcumsumexp(x, 1)", "torch.randn(3, 40, 5) * 30", "logcumsumexp"),
     ("torch.logcumsumexp(x, 0)", "torch.cat([torch.full((5,), float('-inf')), torch.randn(300) + 1e4])",
      "logcumsumexp"),

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from drtriton.capture import capture_module  # noqa: E402
-from drtriton.symbolic_forms import chain_matmul, kron, multi_dot  # noqa: E402
+from drtriton.symbolic_forms import chain_matmul, kron, multi_dot, take_along_dim  # noqa: E402
 
 
 @pytest.mark.parametrize("a,b", [((5, 5), (10, 20)), ((3,), (2, 4)), ((2, 3, 4), (5,)), ((2, 1, 3), (1, 4, 2)),
@@ -28,6 +28,15 @@ def test_multi_dot_is_pytorchs(shapes):
     assert got.shape == want.shape and torch.allclose(got, want)
 
 
+@pytest.mark.parametrize("a,i,dim", [((4, 10), (4, 3), 1), ((4, 6, 10), (4, 6, 3), -1), ((5, 5), (5, 5), 0),
+                                     ((4, 1, 5), (1, 3, 5), 2), ((1, 7), (3, 2), 1)])
+def test_take_along_dim_is_pytorchs(a, i, dim):
+    x = torch.randn(a)
+    idx = torch.randint(-x.shape[dim], x.shape[dim], i)  # negative indices count from the end
+    assert torch.equal(take_along_dim(x, idx, dim), torch.take_along_dim(x, idx, dim))
+    assert take_along_dim(x, idx) is NotImplemented  # flattened: PyTorch's own (it reads no size)
+
+
 def test_what_a_form_does_not_handle_is_pytorchs_with_its_errors():
     assert multi_dot([torch.randn(2, 3)]) is NotImplemented  # one tensor: PyTorch's error, below
     assert chain_matmul(torch.randn(2, 3, 4), torch.randn(4, 2)) is NotImplemented
@@ -39,7 +48,8 @@ def test_what_a_form_does_not_handle_is_pytorchs_with_its_errors():
 
 
 @pytest.mark.parametrize("call", ["torch.kron(x, y)", "x.kron(y)", "torch.linalg.multi_dot([x, y.mT, y])",
-                                  "torch.chain_matmul(x, y.mT, y)"])
+                                  "torch.chain_matmul(x, y.mT, y)",
+                                  "torch.take_along_dim(x, (x[:, :2] * 3).long().abs() % 3, 1)"])
 def test_the_batch_stays_symbolic(call):
     class Model(torch.nn.Module):
         def forward(self, x, y):
