@@ -76,6 +76,7 @@ _COLLAPSE = {"sum": "tl.sum(acc, axis=0)", "prod": "tl.reduce(acc, 0, _mul)", "m
 _HELPERS = {"prod": ["@triton.jit", "def _mul(a, b):", "    return a * b"],
             "max": ["@triton.jit", "def _max_nan(a, b):", f"    return tl.maximum(a, b{PROPAGATE_NAN})"],
             "min": ["@triton.jit", "def _min_nan(a, b):", f"    return tl.minimum(a, b{PROPAGATE_NAN})"]}
+_HELPERS.update(argmax=_HELPERS["max"], argmin=_HELPERS["min"])
 
 
 def _combiner(op: str) -> str:
@@ -262,8 +263,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             body.append("    " + _FOLD[_combiner(op)].format(v=value))
         elif fold in ("argmax", "argmin"):
             cmp = ">" if fold == "argmax" else "<"
-            # strict comparison keeps the first occurrence, as PyTorch does
-            body.append(f"    better = xv {cmp} acc")
+            # strict comparison keeps the first occurrence, as PyTorch does; NaN beats every number
+            # (PyTorch's argmax and argmin both return the first NaN)
+            body.append(f"    better = (xv {cmp} acc) | ((xv != xv) & (acc == acc))")
             body.append("    acc_i = tl.where(better, r[:, None] + tl.zeros_like(acc_i), acc_i)")
             body.append("    acc = tl.where(better, xv, acc)")
         elif op == "logsumexp":
@@ -283,8 +285,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             body += _finish(op, node)
         elif fold in ("argmax", "argmin"):
             fn = "max" if fold == "argmax" else "min"
-            body.append(f"best = tl.{fn}(acc, axis=0)")
-            body.append("cand = tl.where(acc == best[None, :], acc_i, R)")
+            body.append(f"best = tl.reduce(acc, 0, _{fn}_nan)")
+            body.append("cand = tl.where((acc == best[None, :]) | ((acc != acc) & (best != best)[None, :]), acc_i, R)")
             if with_indices:  # the values, and where they first occur
                 body.append("res_i = tl.min(cand, axis=0)")
                 body.append("res = best")
