@@ -582,20 +582,23 @@ def _flat_unique_consecutive(n) -> bool:
 
 
 def _one_mask_index(n) -> bool:
-    """index_put with one boolean mask (full slices before it) and values that do not depend on
-    how many elements it selects: at most the dims after the mask's, or a leading size of 1."""
+    """index_put with one boolean mask (full slices before it) and values of x[mask]'s rank at
+    most (the same for every selected element, or one per selected element); or with integer
+    indices only (the vocabulary's scatter, passed through: a compaction's, beside a mask's)."""
     import torch
 
     indices, values = n.args[1], n.args[2]
     tensors = [i for i in indices if i is not None]
+    dtypes = [getattr(i.meta.get("val"), "dtype", None) if hasattr(i, "meta") else None for i in tensors]
+    if tensors and all(d in (torch.int64, torch.int32) for d in dtypes):
+        return True
     if len(tensors) != 1 or not hasattr(values, "meta"):
         return False
     at = indices.index(tensors[0])
     mask, x, v = tensors[0].meta.get("val"), n.args[0].meta.get("val"), values.meta.get("val")
     if mask is None or x is None or v is None or mask.dtype != torch.bool or any(i is not None for i in indices[at + 1:]):
         return False
-    after = x.dim() - at - mask.dim()
-    return v.dim() <= after or (v.dim() == after + 1 and v.shape[0] == 1)
+    return v.dim() <= x.dim() - mask.dim() + 1
 
 
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
@@ -639,8 +642,9 @@ def store_lowerings() -> dict:
       (sorted) and `unique_consecutive`: the runs' first values compacted, inverse and counts.
     - `linalg_pinv`: from the SVD (or eigh), as PyTorch's C++ computes it.
     - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features.
-    - `index_put` with one boolean mask (`x[mask] = v`, `+= v`) and values the same for every
-      selected element: `where(mask, v, x)` (accumulating: x plus v where the mask holds)."""
+    - `index_put` with one boolean mask (`x[mask] = v`, `+= v`): with values the same for every
+      selected element, `where(mask, v, x)` (accumulating: x plus v where the mask holds); with a
+      value per selected element (`x[mask] = f(x[mask])`), masked_scatter's lowering."""
     import torch
 
     aten = torch.ops.aten
@@ -688,26 +692,39 @@ def store_lowerings() -> dict:
 
     def masked_scatter(self, mask, source):
         shape = torch.broadcast_shapes(self.shape, mask.shape)
-        if source.numel() == 0:  # nothing to place (PyTorch raises if the mask selects any)
-            return self.expand(shape).clone()
         keep = mask.expand(shape).reshape(-1)
-        at = aten.cumsum.default(keep, 0) - 1  # the source element of each masked position
-        picked = aten.index.Tensor(source.reshape(-1), [at])
+        # the source element of each masked position; positions before the first read element 0,
+        # and a spare element makes one to read where the source is empty (its size may be a
+        # count of selected elements, 0 on some inputs; then the mask selects none)
+        at = torch.clamp(aten.cumsum.default(keep, 0) - 1, min=0)
+        spare = torch.cat([source.reshape(-1), source.new_zeros(1)])
+        picked = aten.index.Tensor(spare, [at])
         return torch.where(keep, picked, self.expand(shape).reshape(-1)).view(shape)
 
     def index_put(self, indices, values, accumulate=False):
-        # x[mask] = v (or += v) with v the same for every selected element (`_one_mask_index`):
-        # where(mask, v, x), the mask over its dims of x, v over the dims after them
+        # x[mask] = v (or += v) with one boolean mask (`_one_mask_index`): v the same for every
+        # selected element is where(mask, v, x), the mask over its dims of x, v over the dims after
         given = [m for m in indices if m is not None]
-        if len(given) != 1 or given[0].dtype != torch.bool:  # integer indices (traced in another
-            # lowering of the same round, embedding_bag's): the scatter the vocabulary covers
+        if len(given) != 1 or given[0].dtype != torch.bool:  # integer indices (a compaction's, or
+            # traced in another lowering of the same round): the scatter the vocabulary covers
             return aten._unsafe_index_put.default(self, indices, values, accumulate)
         at = next(i for i, m in enumerate(indices) if m is not None)
         mask, after = indices[at], self.dim() - at - indices[at].dim()
-        if values.dim() > after:  # (1, *after): the selection's dim, of size 1
-            values = values.reshape(values.shape[values.dim() - after:])
         mask = mask.reshape(*mask.shape, *[1] * after)
         values = values.to(self.dtype)
+        picked = values.dim() - after - 1  # the selection's dim of the values, where they have one
+        # a size of 1 there broadcasts (a symbolic one traced at 1 too); another, or one that
+        # follows the data (no hint), is a value per selected element
+        size = values.shape[picked] if picked >= 0 else 1
+        if (size if isinstance(size, int) else size.node.hint) != 1:
+            # a value per selected element (x[mask] = f(x[mask])): x[mask] lists the selected
+            # elements in x's row-major order, which is the order masked_scatter fills them in
+            values = values.expand(*self.shape[:at], values.shape[picked], *self.shape[self.dim() - after:])
+            if accumulate:
+                return self + masked_scatter(torch.zeros_like(self), mask, values)
+            return masked_scatter(self, mask, values)
+        if picked >= 0:  # (1, *after): the selection's dim, of size 1
+            values = values.reshape(values.shape[picked + 1:])
         if accumulate:
             return self + torch.where(mask, values, torch.zeros_like(values))
         return torch.where(mask, values, self)

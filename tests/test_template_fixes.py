@@ -253,6 +253,29 @@ def test_masked_assignment_of_one_value_is_a_where(cpu_verifier, expr, inputs, a
     check(cpu_verifier, source(expr, inputs, args=args), ["where"])
 
 
+MASKED_ASSIGNMENT_PER_ELEMENT = [
+    # a value per selected element, computed from the selection: masked_scatter's order
+    ("(lambda y: (y.__setitem__(x > 0, torch.sigmoid(x[x > 0])), y)[1])(x.clone())", "torch.randn(6, 5)", "x"),
+    # rows selected by a mask over the first dim, their values given per row
+    ("(lambda y: (y.__setitem__(x[:, 0] > 0, x[x[:, 0] > 0] * 2 + v), y)[1])(x.clone())",
+     "torch.randn(6, 5), torch.randn(5)", "x, v"),
+    # a full slice before the mask: x[:, mask] = x[:, mask].exp(); accumulated
+    ("(lambda y: (y.__setitem__((slice(None), x[0] > 0), x[:, x[0] > 0].exp()), y)[1])(x.clone())", "torch.randn(4, 7)",
+     "x"),
+    ("torch.index_put(x, (x[:, 0] > 0,), x[x[:, 0] > 0].exp(), accumulate=True)", "torch.randn(6, 5)", "x"),
+    # the mask may select nothing on some inputs (a spare element is read, none is kept)
+    ("(lambda y: (y.__setitem__(x > 2.5, x[x > 2.5] - 1), y)[1])(x.clone())", "torch.randn(3, 4)", "x"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", MASKED_ASSIGNMENT_PER_ELEMENT, ids=[c[0] for c in MASKED_ASSIGNMENT_PER_ELEMENT])
+def test_masked_assignment_of_a_value_per_element_is_a_masked_scatter(cpu_verifier, expr, inputs, args):
+    """`x[mask] = f(x[mask])`: index_put's values follow the data in size; the selected positions
+    read them through a cumsum of the mask (it needed PyTorch; its admission check raised on the
+    data-dependent size, and the compaction's integer index_put beside it refused the lowering)."""
+    check(cpu_verifier, source(expr, inputs, args=args), ["cumsum"])
+
+
 def test_masked_assignment_beside_an_embedding_bag_keeps_its_integer_scatters(cpu_verifier):
     # one round lowers both: embedding_bag's index_put (integer indices) stays a scatter
     check(cpu_verifier, source("(lambda y: (y.__setitem__(x[:, 0] > 0, 1.5), y)[1])(x.clone()), self.bag(i, o)",
