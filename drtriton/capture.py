@@ -12,6 +12,8 @@ a worker process (`Verifier.capture`), and the plan is built in the parent.
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -608,12 +610,13 @@ _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
-#: adaptive_max_pool2d: PyTorch's covers only even windows and global pooling; bilinear: it goes
+#: adaptive_max_pool2d/3d: PyTorch's covers only even windows and global pooling; bilinear: it goes
 #: through _trilinear; the scatters into views: a copy into a view, which functionalisation turns
 #: back into the same scatter; cdist: PyTorch's p = 2 past 25 rows is |a|^2 + |b|^2 - 2ab, whose
 #: cancellation a float32 product (tf32x3) cannot hold to the reference's error; index_put (with
 #: a boolean mask: `_one_mask_index`): PyTorch's keeps the data-dependent selection
-_OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.bilinear.default",
+_OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.adaptive_max_pool3d.default",
+               "aten.bilinear.default",
                "aten.as_strided_scatter.default", "aten.diagonal_scatter.default", "aten.index.Tensor",
                "aten.cdist.default"}
 
@@ -729,13 +732,16 @@ def store_lowerings() -> dict:
             return self + torch.where(mask, values, torch.zeros_like(values))
         return torch.where(mask, values, self)
 
-    def adaptive_max_pool2d(input, output_size):
-        h_in, w_in = input.shape[-2], input.shape[-1]
-        h_out, w_out = output_size
-        if h_in % h_out == 0 and w_in % w_out == 0:  # even windows: a max pool (PyTorch's own)
-            return aten.max_pool2d_with_indices.default(input, [h_in // h_out, w_in // w_out])
-        # windows [floor(o I / O), ceil((o + 1) I / O)), read as (O, K) positions (K the longest,
-        # positions past a window's end masked to -inf), then one max over each window's K_h K_w
+    def adaptive_max_pool(input, output_size):
+        # over the last len(output_size) dims (2 or 3; 1-D pooling is PyTorch's 2-D with a height of 1)
+        n = len(output_size)
+        sizes, outs = list(input.shape[-n:]), list(output_size)
+        if all(i % o == 0 for i, o in zip(sizes, outs)):  # even windows: a max pool (PyTorch's own)
+            pool = {2: aten.max_pool2d_with_indices.default, 3: aten.max_pool3d_with_indices.default}[n]
+            return pool(input, [i // o for i, o in zip(sizes, outs)])
+        # windows [floor(o I / O), ceil((o + 1) I / O)) per dim, read as (O, K) positions (K the
+        # longest, positions past a window's end masked to -inf), then one max over each window's
+        # K_1 ... K_n positions
         def windows(size, out):  # window positions, clamped into the input, and which are real
             k = max(-(-(o + 1) * size // out) - o * size // out for o in range(out))
             o = torch.arange(out, device=input.device, dtype=torch.float64)  # exact: no integer division
@@ -744,16 +750,23 @@ def store_lowerings() -> dict:
             pos = start + torch.arange(k, device=input.device).unsqueeze(0)
             return k, torch.clamp(pos, max=size - 1), pos < end
 
-        k_h, pos_h, ok_h = windows(h_in, h_out)
-        k_w, pos_w, ok_w = windows(w_in, w_out)
-        lead = [None] * (input.dim() - 2)
-        picked = aten.index.Tensor(input, lead + [pos_h.view(h_out, 1, k_h, 1), pos_w.view(1, w_out, 1, k_w)])
-        ok = ok_h.view(h_out, 1, k_h, 1) & ok_w.view(1, w_out, 1, k_w)
-        picked = torch.where(ok, picked, float("-inf")).reshape(*input.shape[:-2], h_out, w_out, k_h * k_w)
+        found = [windows(size, out) for size, out in zip(sizes, outs)]
+        ks = [k for k, _, _ in found]
+
+        def spread(t, d):  # dim d's (O_d, K_d) table over (O_1, ..., O_n, K_1, ..., K_n)
+            shape = [1] * (2 * n)
+            shape[d], shape[n + d] = outs[d], ks[d]
+            return t.view(shape)
+
+        pos = [spread(p, d) for d, (_, p, _) in enumerate(found)]
+        ok = functools.reduce(torch.logical_and, [spread(r, d) for d, (_, _, r) in enumerate(found)])
+        window = math.prod(ks)
+        picked = aten.index.Tensor(input, [None] * (input.dim() - n) + pos)
+        picked = torch.where(ok, picked, float("-inf")).reshape(*input.shape[:-n], *outs, window)
         values, k = aten.max.dim(picked, -1)  # the first maximum in window order, as PyTorch
-        # the maximum's flat index in the input plane, looked up from the window position
-        flat = (pos_h.view(h_out, 1, k_h, 1) * w_in + pos_w.view(1, w_out, 1, k_w)).reshape(h_out, w_out, k_h * k_w)
-        flat = flat.expand(*input.shape[:-2], h_out, w_out, k_h * k_w)
+        # the maximum's flat index in the input's pooled dims, looked up from the window position
+        flat = sum(p * math.prod(sizes[d + 1:]) for d, p in enumerate(pos)).reshape(*outs, window)
+        flat = flat.expand(*input.shape[:-n], *outs, window)
         return values, aten.gather.default(flat, -1, k.unsqueeze(-1)).squeeze(-1)
 
     def bilinear(input1, input2, weight, bias=None):
@@ -913,7 +926,8 @@ def store_lowerings() -> dict:
             aten.index_reduce.default: index_reduce,
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
-            aten.adaptive_max_pool2d.default: adaptive_max_pool2d, aten.bilinear.default: bilinear,
+            aten.adaptive_max_pool2d.default: adaptive_max_pool,
+            aten.adaptive_max_pool3d.default: adaptive_max_pool, aten.bilinear.default: bilinear,
             aten.addbmm.default: addbmm, aten.as_strided_scatter.default: as_strided_scatter,
             aten.diagonal_scatter.default: diagonal_scatter, aten.nonzero.default: nonzero,
             aten.nonzero_static.default: nonzero_static, aten.masked_select.default: masked_select,

@@ -5,7 +5,7 @@ the Triton interpreter. Each case failed before its fix:
 - argmax / argmin without `dim` (the index into the flattened input; also keepdim and a 0-d input):
   the matcher required a dim;
 - avg_pool2d/3d with divisor_override: the matcher refused it (now an attribute of the template);
-- adaptive_max_pool1d/2d with windows that do not divide the input (PyTorch's decomposition leaves
+- adaptive_max_pool1d/2d/3d with windows that do not divide the input (PyTorch's decomposition leaves
   them whole): lowered to a window gather, a masked max with its indices and a gather of the flat index;
 - logcumsumexp: a vocabulary scan whose combine is a stable log-add-exp;
 - cummax / cummin: vocabulary scans of (value, index) pairs;
@@ -44,6 +44,10 @@ CASES = [
     ("F.adaptive_max_pool2d(x, (2, 3))", "torch.randn(2, 3, 5, 7)", "max"),
     ("F.adaptive_max_pool2d(x, (3, 2), True)", "torch.randn(3, 7, 5)", "max"),  # unbatched, indices
     ("F.adaptive_max_pool1d(x, 3, True)", "torch.randn(2, 4, 8)", "max"),
+    # three pooled dims (ModuleInfo's AdaptiveMaxPool3d): the same windows per dim, even or not
+    ("F.adaptive_max_pool3d(x, (2, 3, 2), True)", "torch.randn(2, 3, 5, 7, 4)", "max"),
+    ("F.adaptive_max_pool3d(x, 3)", "torch.randn(2, 6, 5, 7)", "max"),  # unbatched
+    ("F.adaptive_max_pool3d(x, (2, 1, 3), True)", "torch.randn(1, 2, 4, 5, 6)", "max_pool3d"),  # even
     # ties (the latest index of equal values, as PyTorch), an axis longer than one tile (the carry)
     ("torch.cummax(x, 1)", "torch.randint(0, 4, (3, 9, 5)).float()", "cummax"),
     ("torch.cummin(x, -1)", "torch.randint(0, 50, (2, 1500)).float()", "cummin"),
