@@ -42,6 +42,15 @@ CASES = [
     ("self.inn = nn.InstanceNorm2d(3, affine=True)", "self.inn(x) - 0.5", "torch.randn(2, 3, 9, 11)",
      "instance_norm, add_scalar", SHORT),
     ("self.inn = nn.InstanceNorm2d(3)", "self.inn(x * x)", "torch.randn(2, 3, 80, 70)", "mul, instance_norm", LONG),
+    # a weight without a bias (bias=False: the kernel took a bias pointer it was not given) and a
+    # bias without a weight (it was dropped), in both templates
+    ("self.inn = nn.InstanceNorm1d(3, affine=True, bias=False)", "self.inn(x)", "torch.randn(4, 3, 15)",
+     "instance_norm", SHORT),
+    ("self.gn = nn.GroupNorm(3, 48, bias=False)", "self.gn(x)", "torch.randn(2, 48, 13, 29)", "group_norm", LONG),
+    ("self.b = nn.Parameter(torch.randn(40))", "F.layer_norm(x, (40,), None, self.b)", "torch.randn(5, 40)",
+     "layer_norm", SHORT),
+    ("self.b = nn.Parameter(torch.randn(4))", "F.group_norm(x, 2, None, self.b)", "torch.randn(2, 4, 48, 48)",
+     "group_norm", LONG),
 ]
 
 

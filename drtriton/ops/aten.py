@@ -380,14 +380,14 @@ def _instance_norm(node, values):
                      "momentum", "eps", "cudnn_enabled"], {"weight": None, "bias": None, "eps": 1e-5})
     if not a["use_input_stats"]:
         return None
-    return "instance_norm", {"eps": float(a["eps"]), "affine": a["weight"] is not None}
+    return "instance_norm", {"eps": float(a["eps"]), "affine": a["weight"] is not None, "has_bias": a["bias"] is not None}
 
 
 def _group_norm(node, values):
     a = _args(node, ["input", "num_groups", "weight", "bias", "eps", "cudnn_enabled"],
               {"weight": None, "bias": None, "eps": 1e-5})
     return "group_norm", {"num_groups": int(a["num_groups"]), "eps": float(a["eps"]),
-                          "affine": a["weight"] is not None}
+                          "affine": a["weight"] is not None, "has_bias": a["bias"] is not None}
 
 
 def _layer_norm(node, values):

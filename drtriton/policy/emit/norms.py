@@ -72,8 +72,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if rank < 2:
             raise Unsupported(f"{op} of a rank-1 input")
     groups = node.attrs.get("num_groups", 1) if op == "group_norm" else 1
+    # a weight and a bias, each optional (LayerNorm and InstanceNorm take bias=False; F.layer_norm
+    # a bias without a weight)
     affine = bool(node.attrs.get("affine"))
-    has_bias = affine and op != "rms_norm" and (op != "layer_norm" or node.attrs.get("has_bias", True))
+    has_bias = op != "rms_norm" and bool(node.attrs.get("has_bias", affine))
+    per_channel = affine or has_bias
     centred = op != "rms_norm"
     R = math.prod(xs[first:]) if op != "group_norm" else math.prod(xs[1:]) // groups
 
@@ -105,11 +108,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         return [], [a for a in (Axes(o, 0, first - 1, scalar=scalar), Axes(r, first, rank - 1)) if a.first <= a.last]
 
     def affine_map(res: str, widx: str, mask: str | None) -> str:
-        if not affine:
-            return res
         m = f", mask={mask}, other=0.0" if mask else ""
-        w = f"tl.load(w_ptr + {widx}{m})"
-        return f"{res} * {w}" + (f" + tl.load(b_ptr + {widx}{m})" if has_bias else "")
+        res = f"{res} * tl.load(w_ptr + {widx}{m})" if affine else res
+        return f"{res} + tl.load(b_ptr + {widx}{m})" if has_bias else res
 
     def store(env: dict, offs: str, mask: str) -> list[str]:
         return [f"tl.store({o}_out + {offs}, {env[v]}, mask={mask})" for o, v in zip(outs, stores)]
@@ -133,14 +134,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         name = names.kernel(frag.label)
         where, axes = row_axes("o[:, None]", "r[None, :]", scalar=False)
         widx = "ch" if op == "group_norm" else ("(o % xsize1)[:, None]" if op == "instance_norm" else "r[None, :]")
-        if op == "instance_norm" and affine:
+        if op == "instance_norm" and per_channel:
             kernel_sizes = sizes
             size_args = ["*_xs[1:]"]
         body = ["o = (tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)).to(tl.int64)",
                 "r = tl.arange(0, BLOCK_R)",
                 "x_mask = (o < O)[:, None] & (r < R)[None, :]",
                 "x_offs = o[:, None] * R + r[None, :]",
-                *(where if affine or frag.prologue or frag.epilogue else []),
+                *(where if per_channel or frag.prologue or frag.epilogue else []),
                 *load_x("x_offs", "x_mask", axes)]
         if centred:
             body += ["mean = tl.sum(tl.where(x_mask, xv, 0.0), axis=1) / R",
