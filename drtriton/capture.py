@@ -242,6 +242,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
 
     import torch.fx.experimental._config as fx_config
 
+    from drtriton.masked_update import push_elementwise_into_masked_updates
     from drtriton.recompose import recompose
     from drtriton.symbolic_forms import SymbolicForms
 
@@ -257,6 +258,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
             if batch is not None and _batch_pinned(ep, [i for i in batch if i not in static]):
                 raise CaptureError("the batch was traced as a fixed size")
             inline_context_regions(ep.graph_module)
+            push_elementwise_into_masked_updates(ep.graph_module)
             ep = _through_vmap(ep)
             # what no output needs (a pooler beside the hidden states returned) is not converted;
             # the graph's in-place updates are impure and stay

@@ -253,27 +253,58 @@ def test_masked_assignment_of_one_value_is_a_where(cpu_verifier, expr, inputs, a
     check(cpu_verifier, source(expr, inputs, args=args), ["where"])
 
 
-MASKED_ASSIGNMENT_PER_ELEMENT = [
-    # a value per selected element, computed from the selection: masked_scatter's order
+MASKED_ELEMENTWISE_UPDATE = [
+    # x[m] = f(x[m]) with f elementwise: where(m, f(x), x), no selection (drtriton/masked_update.py)
     ("(lambda y: (y.__setitem__(x > 0, torch.sigmoid(x[x > 0])), y)[1])(x.clone())", "torch.randn(6, 5)", "x"),
-    # rows selected by a mask over the first dim, their values given per row
+    # rows selected by a mask over the first dim; an operand over the dims after it
     ("(lambda y: (y.__setitem__(x[:, 0] > 0, x[x[:, 0] > 0] * 2 + v), y)[1])(x.clone())",
      "torch.randn(6, 5), torch.randn(5)", "x, v"),
-    # a full slice before the mask: x[:, mask] = x[:, mask].exp(); accumulated
+    # accumulated
+    ("torch.index_put(x, (x[:, 0] > 0,), x[x[:, 0] > 0].exp(), accumulate=True)", "torch.randn(6, 5)", "x"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", MASKED_ELEMENTWISE_UPDATE, ids=[c[0] for c in MASKED_ELEMENTWISE_UPDATE])
+def test_masked_update_of_an_elementwise_value_selects_nothing(cpu_verifier, expr, inputs, args):
+    cand = check(cpu_verifier, source(expr, inputs, args=args), ["where"])
+    assert not any(op in line for line in cand.plan for op in ("cumsum", "index")), cand.plan
+
+
+MASKED_ASSIGNMENT_PER_ELEMENT = [
+    # values that are not elementwise over the selection: its order reversed, a layer over its
+    # rows; masked_scatter's order (x[mask] lists them in x's row-major order)
+    ("(lambda y: (y.__setitem__(x > 0, x[x > 0].flip(0)), y)[1])(x.clone())", "torch.randn(6, 5)", "x"),
+    ("(lambda y: (y.__setitem__(x[:, 0] > 0, F.linear(x[x[:, 0] > 0], w)), y)[1])(x.clone())",
+     "torch.randn(6, 5), torch.randn(5, 5)", "x, w"),
+    ("torch.index_put(x, (x[:, 0] > 0,), x[x[:, 0] > 0].flip(0), accumulate=True)", "torch.randn(6, 5)", "x"),
+    # a full slice before the mask: traced as an update of a view of y, which is not rewritten
     ("(lambda y: (y.__setitem__((slice(None), x[0] > 0), x[:, x[0] > 0].exp()), y)[1])(x.clone())", "torch.randn(4, 7)",
      "x"),
-    ("torch.index_put(x, (x[:, 0] > 0,), x[x[:, 0] > 0].exp(), accumulate=True)", "torch.randn(6, 5)", "x"),
     # the mask may select nothing on some inputs (a spare element is read, none is kept)
-    ("(lambda y: (y.__setitem__(x > 2.5, x[x > 2.5] - 1), y)[1])(x.clone())", "torch.randn(3, 4)", "x"),
+    ("(lambda y: (y.__setitem__(x > 2.5, x[x > 2.5].flip(0) - 1), y)[1])(x.clone())", "torch.randn(3, 4)", "x"),
 ]
 
 
 @pytest.mark.parametrize("expr,inputs,args", MASKED_ASSIGNMENT_PER_ELEMENT, ids=[c[0] for c in MASKED_ASSIGNMENT_PER_ELEMENT])
 def test_masked_assignment_of_a_value_per_element_is_a_masked_scatter(cpu_verifier, expr, inputs, args):
-    """`x[mask] = f(x[mask])`: index_put's values follow the data in size; the selected positions
+    """`x[mask] = g(x[mask])`: index_put's values follow the data in size; the selected positions
     read them through a cumsum of the mask (it needed PyTorch; its admission check raised on the
     data-dependent size, and the compaction's integer index_put beside it refused the lowering)."""
     check(cpu_verifier, source(expr, inputs, args=args), ["cumsum"])
+
+
+def test_a_view_updated_in_place_is_not_rewritten():
+    # y[:, m] = f(x[:, m]) traced as an update of a slice of y: the rewrite would drop the write
+    from drtriton.masked_update import push_elementwise_into_masked_updates
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            y = x.clone()
+            y[1:][x[1:] > 0] = torch.sigmoid(x[1:][x[1:] > 0])
+            return y
+
+    gm = torch.export.export(Model(), (torch.randn(4, 5),), strict=False).graph_module
+    assert push_elementwise_into_masked_updates(gm) == 0
 
 
 def test_masked_assignment_beside_an_embedding_bag_keeps_its_integer_scatters(cpu_verifier):

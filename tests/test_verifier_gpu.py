@@ -171,6 +171,8 @@ PROPAGATING_NAN = [
     "torch.relu(x) * 2.0", "torch.clamp(x, -0.5, 0.5) + 1.0", "torch.maximum(x, x.flip(-1))",
     "F.hardswish(x) - F.hardsigmoid(x)", "F.max_pool1d(x, 2) * 3.0",
     "torch.amax(x, -1) - torch.amin(x, 1).sum()",  # reductions: a NaN in a row is the row's max
+    # argmax and argmin return the first NaN's index, max with indices NaN and that index
+    "torch.argmax(x, -1) + torch.argmin(x, 1).sum()", "(lambda r: r[0] * 2.0 + r[1])(torch.max(x, 2))",
 ]
 
 
