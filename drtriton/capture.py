@@ -649,7 +649,8 @@ def store_lowerings() -> dict:
     - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features.
     - `index_put` with one boolean mask (`x[mask] = v`, `+= v`): with values the same for every
       selected element, `where(mask, v, x)` (accumulating: x plus v where the mask holds); with a
-      value per selected element (`x[mask] = f(x[mask])`), masked_scatter's lowering."""
+      value per selected element (`x[mask] = g(x[mask])`), each position's row of values from a
+      cumsum of the mask, read with advanced indexing, chosen with `where`."""
     import torch
 
     aten = torch.ops.aten
@@ -722,12 +723,19 @@ def store_lowerings() -> dict:
         # follows the data (no hint), is a value per selected element
         size = values.shape[picked] if picked >= 0 else 1
         if (size if isinstance(size, int) else size.node.hint) != 1:
-            # a value per selected element (x[mask] = f(x[mask])): x[mask] lists the selected
-            # elements in x's row-major order, which is the order masked_scatter fills them in
-            values = values.expand(*self.shape[:at], values.shape[picked], *self.shape[self.dim() - after:])
+            # a value per selected element (x[mask] = g(x[mask])): x[mask] lists the selected
+            # positions of the mask in row-major order, so a position's row of values is the
+            # count of selected positions before it (a cumsum over the mask's own elements, not
+            # over every element it covers); a spare row of zeros is what unselected positions
+            # read (and all of them, where the mask selects none)
+            lead, tail = list(self.shape[:at]), list(self.shape[self.dim() - after:])
+            values = values.expand(*lead, values.shape[picked], *tail)
+            spare = torch.cat([values, values.new_zeros([*lead, 1, *tail])], dim=at)
+            row = torch.clamp(aten.cumsum.default(indices[at].reshape(-1), 0) - 1, min=0)
+            rows = aten.index.Tensor(spare, [None] * at + [row]).reshape(*lead, *indices[at].shape, *tail)
             if accumulate:
-                return self + masked_scatter(torch.zeros_like(self), mask, values)
-            return masked_scatter(self, mask, values)
+                return self + torch.where(mask, rows, torch.zeros_like(rows))
+            return torch.where(mask, rows, self)
         if picked >= 0:  # (1, *after): the selection's dim, of size 1
             values = values.reshape(values.shape[picked + 1:])
         if accumulate:

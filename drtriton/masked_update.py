@@ -42,11 +42,13 @@ def push_elementwise_into_masked_updates(gm) -> int:
                 chosen = _call(graph, aten.unsqueeze.default, (chosen, -1))
             if lifted.meta["val"].dtype != y_val.dtype:
                 lifted = _call(graph, aten._to_copy.default, (lifted,), {"dtype": y_val.dtype})
+            # y a clone only this update read: the clone's source (the update now writes a new tensor)
+            kept = y.args[0] if y.target is aten.clone.default and not y.kwargs else y
             if accumulate:
                 update = _call(graph, aten.where.ScalarOther, (chosen, lifted, 0))
-                result = _call(graph, aten.add.Tensor, (y, update))
+                result = _call(graph, aten.add.Tensor, (kept, update))
             else:
-                result = _call(graph, aten.where.self, (chosen, lifted, y))
+                result = _call(graph, aten.where.self, (chosen, lifted, kept))
         node.replace_all_uses_with(result)
         graph.erase_node(node)
         done += 1

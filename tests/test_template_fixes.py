@@ -267,7 +267,9 @@ MASKED_ELEMENTWISE_UPDATE = [
 @pytest.mark.parametrize("expr,inputs,args", MASKED_ELEMENTWISE_UPDATE, ids=[c[0] for c in MASKED_ELEMENTWISE_UPDATE])
 def test_masked_update_of_an_elementwise_value_selects_nothing(cpu_verifier, expr, inputs, args):
     cand = check(cpu_verifier, source(expr, inputs, args=args), ["where"])
+    # nothing selected, and the clone the update wrote into is not copied
     assert not any(op in line for line in cand.plan for op in ("cumsum", "index")), cand.plan
+    assert ".clone()" not in cand.source or "index_put(" in expr
 
 
 MASKED_ASSIGNMENT_PER_ELEMENT = [
