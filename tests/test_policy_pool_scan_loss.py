@@ -167,6 +167,11 @@ SCANS = [
     ("torch.cumsum(x.flip(1), 1).flip(1)", "torch.randn(3, 1500)", "flip, cumsum, flip"),  # reverse
     ("torch.relu(torch.cumsum(x.flip(0), 0)).flip(0)", "torch.randn(40, 3, 5)", "flip, cumsum, relu, flip"),
     ("torch.cumsum(x.flip(1), 1)", "torch.randn(3, 70)", "flip, cumsum"),
+    # long scans with few rows: chunks of R, each started from the totals of the chunks before
+    ("torch.cumsum(x, dim=0)", "torch.randn(40000)", "cumsum"),
+    ("torch.cumsum(x.flip(0), 0).flip(0)", "torch.randn(40000, 2)", "flip, cumsum, flip"),
+    ("torch.cumprod(x, 0)", "1 + 1e-4 * torch.randn(40000)", "cumprod"),
+    ("torch.cumsum(x > 0, 0)", "torch.randn(40000)", "cumsum"),  # int64, a compaction's
 ]
 
 

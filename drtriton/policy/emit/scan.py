@@ -8,6 +8,10 @@ the running total carried from the previous steps, so an axis of any length take
 Reverse scans: KernelBench writes a reverse cumsum as `flip(cumsum(flip(x)))`. `absorb_flips`
 moves a flip along the scanned axis that feeds a scan (or follows one) into the scan's fragment;
 the kernel then reads (or writes) the axis backwards, instead of PyTorch copying the tensor twice.
+
+Long scans with few (o, strip) programs (a compaction's cumsum over a flattened mask: one row of
+millions) are cut into chunks of R, a program per chunk: a first kernel stores each chunk's total,
+and the scan's program starts its chunk from the totals of the chunks before it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ def _lae(a, b):
     return tl.where((lo == float("-inf")) | (hi == float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))"""
 _SCANNABLE = {"torch.float32", "torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
 FLIP = "aten.flip.default"
+#: chunks along R: at least this long, and about this many programs in all (an H100 has 132 SMs)
+MIN_CHUNK = 16384
+TARGET_PROGRAMS = 1024
+#: a chunk is a whole number of this many positions (every tile's BLOCK_R divides it)
+CHUNK_QUANTUM = 2048
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -128,35 +137,41 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # keeps its accuracy, and thresholds on it (top-p masks) decide as the exact sum does
     wide = op == "cumsum" and acc == "tl.float32"
     scan_acc = "tl.float64" if wide else acc
-    body = [
+    join = (lambda a, b: f"_lae({a}, {b})") if op == "logcumsumexp" else (lambda a, b: f"{a} {fold} {b}")
+    chunk = [  # this program's chunk of R: positions [lo, hi)
         "o = tl.program_id(0).to(tl.int64)",
         "cols = tl.program_id(1) * BLOCK_I + tl.arange(0, BLOCK_I)",
         "col_mask = cols < I",
         "base = o * R * I",
-        "# the running total of the steps before, per column",
+        "c = tl.program_id(2)",
+        "lo = c.to(tl.int64) * CHUNK",
+        "hi = tl.minimum(lo + CHUNK, R)",
+    ]
+    body = chunk + [
+        "# the running total of the chunks before, per column, from their stored totals",
         f"carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})",
-        "for q0 in range(0, R, BLOCK_R):",
+        "for p in range(0, c):",
+        f"    carry = {join('carry', f'tl.load(part_ptr + (o * C + p) * I + cols, mask=col_mask, other={neutral})')}",
+        "for q0 in range(lo, hi, BLOCK_R):",
         "    q = q0 + tl.arange(0, BLOCK_R)  # positions in scan order",
-        "    mask = (q[:, None] < R) & col_mask[None, :]",
+        "    mask = (q[:, None] < hi) & col_mask[None, :]",
         "    offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
     ]
-    loop = []
+    read = []  # the tile's values, in scan order, the tail past the chunk the neutral element
     if flips:  # a flip along the axis: read (or write) position R - 1 - q instead of q
-        loop.append("rev_offs = base + (R - 1 - q)[:, None].to(tl.int64) * I + cols[None, :]")
+        read.append("rev_offs = base + (R - 1 - q)[:, None].to(tl.int64) * I + cols[None, :]")
     if flip_in:
-        loop.append("xv = tl.load(x_ptr + rev_offs, mask=mask, other=0)")
+        read.append("xv = tl.load(x_ptr + rev_offs, mask=mask, other=0)")
     elif frag.prologue:
         env: dict[str, str] = {}
-        loop += pro.emit(IndexSpace(rank, "offs", "mask", sizes), env)
-        loop.append(f"xv = {env[x]}")
+        read += pro.emit(IndexSpace(rank, "offs", "mask", sizes), env)
+        read.append(f"xv = {env[x]}")
     else:
-        loop.append("xv = tl.load(x_ptr + offs, mask=mask, other=0)")
-    loop += [f"xv = tl.where(mask, xv.to({scan_acc}), {neutral})  # the tail past R must not reach the carry",
-             f"res = {combine} {fold} carry[None, :]" if not wide else
-             f"res = ({combine} {fold} carry[None, :]).to({acc})",
-             f"carry = carry {fold} {total}"]
-    if op == "logcumsumexp":  # the carry joins through the combine, not an operator
-        loop[-2:] = [f"res = _lae({combine}, carry[None, :])", f"carry = _lae(carry, {total})"]
+        read.append("xv = tl.load(x_ptr + offs, mask=mask, other=0)")
+    read.append(f"xv = tl.where(mask, xv.to({scan_acc}), {neutral})  # the tail must not reach the carry")
+    loop = read + [f"res = {join(combine, 'carry[None, :]')}" if not wide else
+                   f"res = ({combine} {fold} carry[None, :]).to({acc})",
+                   f"carry = {join('carry', total)}"]
     env = {out: "res"}
     loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     if flip_out:
@@ -184,23 +199,41 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                "logcumsumexp": [_LAE]}[op]
     direction = " backwards" if flip_in and flip_out else (", read reversed" if flip_in else
                                                            (", written reversed" if flip_out else ""))
+    chunking = ["part_ptr", "C", "CHUNK"]
     kernel = autotune(tiles, ["R", "I"], device) + [
         "@triton.jit",
-        f"def {name}({', '.join(params)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
+        f"def {name}({', '.join(params + chunking)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
         f"    # {op} along axis {axis}{direction}: X viewed as (O, R, I) = ({O}, {R}, {I}) at capture; a program",
-        "    # per (o, strip of I) scans R a tile at a time, carrying the running total",
+        "    # per (o, strip of I, chunk of R) scans its chunk a tile at a time, carrying the running total",
         *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
         *(f"    {line}" for line in body),
     ]
-
-    lines = _launch(program, frag, op, axis, pro, src, epi, outs, stores, name)
-    return Emitted(helpers + ["\n".join(kernel)], lines)
+    totals = names.kernel(f"{frag.label} totals")
+    t_params = (pro.params() if frag.prologue else ["x_ptr"]) + ["R", "I"] + (sizes if frag.prologue else [])
+    t_kernel = autotune(tiles, ["R", "I"], device) + [
+        "@triton.jit",
+        f"def {totals}({', '.join(t_params + chunking)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
+        f"    # {op}, the chunks' totals: a program per (o, strip of I, chunk of R) stores its chunk's",
+        *(f"    {line}" for line in chunk),
+        f"    carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})",
+        "    for q0 in range(lo, hi, BLOCK_R):",
+        "        q = q0 + tl.arange(0, BLOCK_R)",
+        "        mask = (q[:, None] < hi) & col_mask[None, :]",
+        "        offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
+        *(f"        {line}" for line in read),
+        f"        carry = {join('carry', total)}",
+        "    tl.store(part_ptr + (o * C + c) * I + cols, carry, mask=col_mask)",
+    ]
+    part_dtype = {"tl.float64": "torch.float64", "tl.float32": "torch.float32", "tl.int64": "torch.int64"}[scan_acc]
+    lines = _launch(program, frag, op, axis, pro, src, epi, outs, stores, name, (totals, part_dtype))
+    return Emitted(helpers + ["\n".join(t_kernel), "\n".join(kernel)], lines)
 
 
 def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi, outs: list[str],
-            stores: list[str], name: str) -> list[str]:
+            stores: list[str], name: str, chunked: tuple[str, str] | None = None) -> list[str]:
     """Forward's lines for a scan: the input, X viewed as (O, R, I) along `axis`, the outputs,
-    and one program per (o, strip of I)."""
+    and one program per (o, strip of I); `chunked` (the totals kernel, the totals' dtype): one
+    per chunk of R too, as many chunks as keep about TARGET_PROGRAMS programs busy."""
     lines = [f"# {frag.label}: Triton, {op}{' fused' if len(frag.nodes) > 1 else ''}"]
     pre, dev, args = input_launch(program, pro if frag.prologue else None, src)
     lines += pre
@@ -209,8 +242,20 @@ def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi,
         lines.append(f"{o} = {empty('_xs', len(program.values[v].shape), dev, program.values[v].dtype)}")
     pre, a = epi.launch_args(f"{outs[0]}.shape")
     lines += pre
+    x_args = list(args)
     args += a + outs + ["_R", "_I"] + (["*_xs[1:]"] if frag.prologue or frag.epilogue else [])
-    lines.append(f"{name}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+    if chunked is None:
+        lines.append(f"{name}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
+        return lines
+    totals, dtype = chunked
+    lines += [f"_C = max(1, min(_R // {MIN_CHUNK}, {TARGET_PROGRAMS} // max(_O * _cdiv(_I, 64), 1)))  # chunks of R",
+              f"_CH = _cdiv(_cdiv(_R, _C), {CHUNK_QUANTUM}) * {CHUNK_QUANTUM}",
+              "_C = _cdiv(_R, _CH)",
+              f"_part = torch.empty(_O * _C * _I, device={dev}, dtype={dtype})  # each chunk's total",
+              "if _C > 1:",
+              f"    {totals}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']), _C)]("
+              f"{', '.join(x_args + ['_R', '_I'] + (['*_xs[1:]'] if frag.prologue else []) + ['_part', '_C', '_CH'])})",
+              f"{name}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']), _C)]({', '.join(args + ['_part', '_C', '_CH'])})"]
     return lines
 
 
