@@ -131,6 +131,22 @@ def test_the_arbiter_declines_references_that_disagree_on_infinities_and_far_mis
     assert not is_near_miss(compare(one_off.half(), half, Tolerance.for_dtype("torch.float16")), half)
 
 
+def test_many_elements_a_little_off_are_arbitrated():
+    """A GPU's fp32 cumsum down a million rows is off by more than the tolerance at 15% of its
+    elements, each by little: still a near miss (the norm is close), and a candidate as exact as
+    float64 passes the arbiter where a wrong one does not."""
+    from drtriton.verify.compare import compare_with_exact, is_near_miss
+
+    g = torch.Generator().manual_seed(4)
+    exact = 1000 + torch.randn(100_000, generator=g, dtype=torch.float64)
+    ref = (exact + torch.where(torch.rand(100_000, generator=g) < 0.3, 0.3, 0.0)).float()  # 30% off by 0.3
+    ours = compare(exact.float(), ref, FP32)
+    assert ours.mismatched > 0.25 * ours.total and is_near_miss(ours, ref)
+    assert compare_with_exact(exact.float(), ref, exact, FP32).passed
+    wrong = (exact + 2.0).float()  # off everywhere, by more than the reference is anywhere
+    assert not is_near_miss(compare(wrong, ref, FP32), ref) or not compare_with_exact(wrong, ref, exact, FP32).passed
+
+
 def test_one_ill_conditioned_element_loosens_no_other():
     """A large feature (or a threshold that flips between fp32 and float64) makes the fp32
     reference's worst error large; elements elsewhere are still held to their own."""

@@ -27,7 +27,9 @@ CHUNK = 1 << 25
 # reference is (per element on top of the usual tolerance, and in the error norm).
 EXACT_SLACK = 4.0
 NEAR_MISS_FRACTION = 0.1  # at most this share of elements outside the tolerance (a cost filter:
-# the arbiter holds every element to its own bound; wrong kernels are usually wrong everywhere)
+# the arbiter holds every element to its own bound; wrong kernels are usually wrong everywhere)...
+NEAR_MISS_NORM = 1e-3  # ... or any share, all of it this close in norm: a long running sum's fp32
+# reference (a GPU cumsum over a million rows) is off at more elements than that, each by little
 SAMPLE = 1 << 20  # elements sampled for the reference's typical (median) error
 
 
@@ -106,9 +108,12 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
 
 def is_near_miss(c: Comparison, ref: torch.Tensor) -> bool:
     """Failed, but in a way an fp32 reference's own rounding could explain: same shape and
-    dtype, no NaN for numbers, at most 10% of elements outside the tolerance."""
+    dtype, no NaN for numbers, at most 10% of elements outside the tolerance or the whole
+    within 1e-3 in relative error norm."""
+    close = c.mismatched <= NEAR_MISS_FRACTION * c.total or (
+        c.rel_error_norm is not None and c.rel_error_norm <= NEAR_MISS_NORM)
     return (not c.passed and ref.dtype == torch.float32 and c.max_abs_error is not None
-            and math.isfinite(c.max_abs_error) and c.mismatched <= NEAR_MISS_FRACTION * c.total)
+            and math.isfinite(c.max_abs_error) and close)
 
 
 def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor,
