@@ -585,7 +585,7 @@ def _flat_unique_consecutive(n) -> bool:
     return (n.args[3] if len(n.args) > 3 else n.kwargs.get("dim")) is None
 
 
-def _one_mask_index(n) -> bool:
+def _index_put_lowerable(n) -> bool:
     """index_put with one boolean mask (full slices before it) and values of x[mask]'s rank at
     most (the same for every selected element, or one per selected element); or with integer
     indices only (the vocabulary's scatter, passed through: a compaction's, beside a mask's)."""
@@ -606,7 +606,7 @@ def _one_mask_index(n) -> bool:
 
 
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
-              "aten.index_put.default": _one_mask_index,
+              "aten.index_put.default": _index_put_lowerable,
               "aten._embedding_bag_forward_only.default": _embedding_bag_result_only,
               "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
@@ -616,7 +616,7 @@ _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
 #: through _trilinear; the scatters into views: a copy into a view, which functionalisation turns
 #: back into the same scatter; cdist: PyTorch's p = 2 past 25 rows is |a|^2 + |b|^2 - 2ab, whose
 #: cancellation a float32 product (tf32x3) cannot hold to the reference's error; index_put (with
-#: a boolean mask: `_one_mask_index`): PyTorch's keeps the data-dependent selection
+#: a boolean mask: `_index_put_lowerable`): PyTorch's keeps the data-dependent selection
 _OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "aten.adaptive_max_pool3d.default",
                "aten.bilinear.default",
                "aten.as_strided_scatter.default", "aten.diagonal_scatter.default", "aten.index.Tensor",
@@ -696,19 +696,23 @@ def store_lowerings() -> dict:
         flat = aten.index_put.default(self.reshape(-1), [index.reshape(-1)], source.reshape(-1), accumulate)
         return flat.view(self.shape)
 
+    def in_order(source, keep, dim=0):
+        # for each position of `keep` (flattened), the slice of `source` along `dim` it takes when
+        # marked: the count of marked positions before it (a cumsum). Positions before the first
+        # mark read slice 0, and a spare slice of zeros gives one to read where the source is
+        # empty (its size may be a count of selected elements, 0 on some inputs: none is marked)
+        spare = torch.cat([source, source.new_zeros([*source.shape[:dim], 1, *source.shape[dim + 1:]])], dim=dim)
+        at = torch.clamp(aten.cumsum.default(keep.reshape(-1), 0) - 1, min=0)
+        return aten.index.Tensor(spare, [None] * dim + [at])
+
     def masked_scatter(self, mask, source):
         shape = torch.broadcast_shapes(self.shape, mask.shape)
         keep = mask.expand(shape).reshape(-1)
-        # the source element of each masked position; positions before the first read element 0,
-        # and a spare element makes one to read where the source is empty (its size may be a
-        # count of selected elements, 0 on some inputs; then the mask selects none)
-        at = torch.clamp(aten.cumsum.default(keep, 0) - 1, min=0)
-        spare = torch.cat([source.reshape(-1), source.new_zeros(1)])
-        picked = aten.index.Tensor(spare, [at])
+        picked = in_order(source.reshape(-1), keep)
         return torch.where(keep, picked, self.expand(shape).reshape(-1)).view(shape)
 
     def index_put(self, indices, values, accumulate=False):
-        # x[mask] = v (or += v) with one boolean mask (`_one_mask_index`): v the same for every
+        # x[mask] = v (or += v) with one boolean mask (`_index_put_lowerable`): v the same for every
         # selected element is where(mask, v, x), the mask over its dims of x, v over the dims after
         given = [m for m in indices if m is not None]
         if len(given) != 1 or given[0].dtype != torch.bool:  # integer indices (a compaction's, or
@@ -724,15 +728,12 @@ def store_lowerings() -> dict:
         size = values.shape[picked] if picked >= 0 else 1
         if (size if isinstance(size, int) else size.node.hint) != 1:
             # a value per selected element (x[mask] = g(x[mask])): x[mask] lists the selected
-            # positions of the mask in row-major order, so a position's row of values is the
-            # count of selected positions before it (a cumsum over the mask's own elements, not
-            # over every element it covers); a spare row of zeros is what unselected positions
-            # read (and all of them, where the mask selects none)
+            # positions of the mask in row-major order, so each position reads its row of values
+            # in that order (a cumsum over the mask's own elements, not over every element it
+            # covers, as masked_scatter's broadcast mask would)
             lead, tail = list(self.shape[:at]), list(self.shape[self.dim() - after:])
             values = values.expand(*lead, values.shape[picked], *tail)
-            spare = torch.cat([values, values.new_zeros([*lead, 1, *tail])], dim=at)
-            row = torch.clamp(aten.cumsum.default(indices[at].reshape(-1), 0) - 1, min=0)
-            rows = aten.index.Tensor(spare, [None] * at + [row]).reshape(*lead, *indices[at].shape, *tail)
+            rows = in_order(values, indices[at], at).reshape(*lead, *indices[at].shape, *tail)
             if accumulate:
                 return self + torch.where(mask, rows, torch.zeros_like(rows))
             return torch.where(mask, rows, self)

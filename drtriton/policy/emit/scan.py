@@ -147,15 +147,19 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "lo = c.to(tl.int64) * CHUNK",
         "hi = tl.minimum(lo + CHUNK, R)",
     ]
-    body = chunk + [
-        "# the running total of the chunks before, per column, from their stored totals",
-        f"carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})",
-        "for p in range(0, c):",
-        f"    carry = {join('carry', f'tl.load(part_ptr + (o * C + p) * I + cols, mask=col_mask, other={neutral})')}",
+    start = f"carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})"
+    walk = [  # the chunk a tile at a time
         "for q0 in range(lo, hi, BLOCK_R):",
         "    q = q0 + tl.arange(0, BLOCK_R)  # positions in scan order",
         "    mask = (q[:, None] < hi) & col_mask[None, :]",
         "    offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
+    ]
+    body = chunk + [
+        "# the running total of the chunks before, per column, from their stored totals",
+        start,
+        "for p in range(0, c):",
+        f"    carry = {join('carry', f'tl.load(part_ptr + (o * C + p) * I + cols, mask=col_mask, other={neutral})')}",
+        *walk,
     ]
     read = []  # the tile's values, in scan order, the tail past the chunk the neutral element
     if flips:  # a flip along the axis: read (or write) position R - 1 - q instead of q
@@ -214,12 +218,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "@triton.jit",
         f"def {totals}({', '.join(t_params + chunking)}, BLOCK_R: tl.constexpr, BLOCK_I: tl.constexpr):",
         f"    # {op}, the chunks' totals: a program per (o, strip of I, chunk of R) stores its chunk's",
-        *(f"    {line}" for line in chunk),
-        f"    carry = tl.full((BLOCK_I,), {neutral}, {scan_acc})",
-        "    for q0 in range(lo, hi, BLOCK_R):",
-        "        q = q0 + tl.arange(0, BLOCK_R)",
-        "        mask = (q[:, None] < hi) & col_mask[None, :]",
-        "        offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
+        *(f"    {line}" for line in chunk + [start] + walk),
         *(f"        {line}" for line in read),
         f"        carry = {join('carry', total)}",
         "    tl.store(part_ptr + (o * C + c) * I + cols, carry, mask=col_mask)",
