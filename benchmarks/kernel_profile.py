@@ -70,8 +70,6 @@ def kernel_times(fn, inputs, calls: int) -> tuple[float, dict[str, float]]:
 
 
 def main() -> None:
-    import importlib.util
-
     import torch
 
     ap = argparse.ArgumentParser()
@@ -92,34 +90,51 @@ def main() -> None:
         problems.append((f"L{level}_{pid}", load_kernelbench(args.kernelbench / f"level{level}.jsonl", ids={pid})[0]))
     rows = []
     for key, problem in problems:
-        ns, cand = first_plan(problem, args.mode)
-        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-            f.write(cand.source)
-        spec = importlib.util.spec_from_file_location(f"cand_{key}", f.name)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        torch.manual_seed(0)
-        ref = ns["Model"](*ns["get_init_inputs"]()).cuda()
-        new = mod.ModelNew(*ns["get_init_inputs"]()).cuda()
-        new.load_state_dict(ref.state_dict())
-        inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
-        with torch.no_grad():
-            err = (new(*inputs) - ref(*inputs)).abs().max().item()
-        row = {"problem": key, "plan": cand.description, "max_abs_err": err}
-        refs = [("candidate", new), ("eager", ref)] + ([("compile", torch.compile(ref))] if args.compile else [])
-        for label, fn in refs:
-            wall, per = kernel_times(fn, inputs, args.calls)
-            row[label] = {"ms": round(wall, 3), "kernels": {k: round(v, 3) for k, v in per.items()}}
-        rows.append(row)
-        print(json.dumps(row, indent=1), flush=True)
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"{key}.py").write_text(cand.source)
-        del ref, new, inputs
+        try:
+            rows.append(profile_problem(key, problem, args))
+        except Exception as e:  # one problem's failure is reported, the others still run
+            print(json.dumps({"problem": key, "error": f"{type(e).__name__}: {e}"[:2000]}), flush=True)
         torch.cuda.empty_cache()
     if args.out:
         (args.out / "kernel_profile.json").write_text(json.dumps(rows, indent=1))
 
 
+def max_abs_error(got, want) -> float:
+    """The largest difference over the outputs (one tensor or a tuple of them)."""
+    got, want = (got, want) if isinstance(want, (tuple, list)) else ((got,), (want,))
+    return max((g.double() - w.double()).abs().max().item() if w.numel() else 0.0 for g, w in zip(got, want))
+
+
+def profile_problem(key, problem, args) -> dict:
+    import importlib.util
+
+    import torch
+
+    ns, cand = first_plan(problem, args.mode)
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(cand.source)
+    spec = importlib.util.spec_from_file_location(f"cand_{key}", f.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    torch.manual_seed(0)
+    ref = ns["Model"](*ns["get_init_inputs"]()).cuda()
+    new = mod.ModelNew(*ns["get_init_inputs"]()).cuda()
+    new.load_state_dict(ref.state_dict())
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+    with torch.no_grad():
+        err = max_abs_error(new(*inputs), ref(*inputs))
+    row = {"problem": key, "plan": cand.description, "max_abs_err": err}
+    refs = [("candidate", new), ("eager", ref)] + ([("compile", torch.compile(ref))] if args.compile else [])
+    for label, fn in refs:
+        wall, per = kernel_times(fn, inputs, args.calls)
+        row[label] = {"ms": round(wall, 3), "kernels": {k: round(v, 3) for k, v in per.items()}}
+    print(json.dumps(row, indent=1), flush=True)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"{key}.py").write_text(cand.source)
+    return row
+
+
 if __name__ == "__main__":
     main()
+

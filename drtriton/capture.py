@@ -55,20 +55,35 @@ class Node:
 
 
 @dataclass
+class Check:
+    """A condition forward must find true at run time, else it raises `message`: an
+    `assert_async` in forward, or a branch on tensor values taken as it was at capture."""
+    value: str  # a 0-d bool tensor
+    message: str
+
+
+@dataclass
 class Graph:
     values: dict[str, Value]
     nodes: list[Node]
     inputs: list[str]
     outputs: list[str]
+    checks: list[Check] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"values": {k: asdict(v) for k, v in self.values.items()},
-                "nodes": [asdict(n) for n in self.nodes], "inputs": self.inputs, "outputs": self.outputs}
+                "nodes": [asdict(n) for n in self.nodes], "inputs": self.inputs, "outputs": self.outputs,
+                "checks": [asdict(c) for c in self.checks]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Graph":
         return cls(values={k: Value(**v) for k, v in d["values"].items()},
-                   nodes=[Node(**n) for n in d["nodes"]], inputs=d["inputs"], outputs=d["outputs"])
+                   nodes=[Node(**n) for n in d["nodes"]], inputs=d["inputs"], outputs=d["outputs"],
+                   checks=[Check(**c) for c in d.get("checks", [])])
+
+    def roots(self) -> list[str]:
+        """The values forward must compute: the outputs and the checked conditions."""
+        return self.outputs + [c.value for c in self.checks if c.value not in self.outputs]
 
     def producer(self) -> dict[str, Node]:
         return {out: n for n in self.nodes for out in n.outputs}
@@ -299,9 +314,12 @@ def record_reads(model, inputs: list) -> list:
     class Record(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = func(*args, **kwargs)
+            out = _call_inside(self, func, types, args, kwargs)
             from_inputs = any(id(a) in derived for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
             if func in which:
+                if from_inputs and func is torch.Tensor.__bool__:
+                    reads.append(Branch(out, _caller()))  # traced as taken, checked at run time
+                    return out
                 if from_inputs:
                     raise CaptureError(f"forward reads a value computed from its inputs ({func.__name__} "
                                        "of a tensor): control flow on data cannot be traced")
@@ -320,8 +338,52 @@ def record_reads(model, inputs: list) -> list:
     return reads
 
 
+@dataclass
+class Branch:
+    """`if t:` on a tensor computed from the inputs, as forward took it on the example inputs."""
+    taken: bool
+    where: str  # the line that branched, for the error raised where inputs take the other way
+
+
+#: the message of a branch's check starts with this
+BRANCH_CHECK = "forward branched on tensor values"
+
+
+def _call_inside(mode, func, types, args, kwargs):
+    """`func(*args, **kwargs)` from a torch-function mode. A Python function that hands itself to
+    the mode (F.gaussian_nll_loss) runs with the mode on, so its reads of tensors (`if t:`) are
+    seen too (where this PyTorch can redispatch; else as before: run whole)."""
+    import types as pytypes
+
+    import torch
+
+    redispatch = getattr(torch.overrides, "redispatch_function", None)
+    if redispatch is not None and isinstance(func, pytypes.FunctionType):
+        with mode:
+            return redispatch(func, types, args, kwargs)
+    return func(*args, **kwargs)
+
+
+def _caller() -> str:
+    """The innermost line of forward's code (outside torch's and drtriton's machinery) running."""
+    import linecache
+    import sys
+
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if not any(part in path for part in ("/drtriton/", "/torch/overrides", "/torch/_tensor", "/torch/utils/")):
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return f"{path.rsplit('/', 1)[-1]}:{frame.f_lineno} `{line}`"
+        frame = frame.f_back
+    return "forward"
+
+
 def _Replay(reads: list):
-    """A torch-function mode answering tensor reads with `reads`, in order."""
+    """A torch-function mode answering tensor reads with `reads`, in order. A branch on values
+    computed from the inputs answers as it was taken and leaves an `assert_async` in the trace
+    that it goes the same way (capture makes it a `Check`)."""
+    import torch
     from torch.overrides import TorchFunctionMode
 
     which, pending = _tensor_reads(), list(reads)
@@ -329,8 +391,15 @@ def _Replay(reads: list):
     class Replay(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if func in which and pending:
-                return pending.pop(0)
-            return func(*args, **(kwargs or {}))
+                read = pending.pop(0)
+                if isinstance(read, Branch) and func is torch.Tensor.__bool__:
+                    cond = args[0] if args[0].dtype == torch.bool else args[0] != 0
+                    torch._assert_async(cond if read.taken else torch.logical_not(cond),
+                                        f"{BRANCH_CHECK} at {read.where}, which these inputs take the other "
+                                        "way: convert the module again with inputs like these")
+                    return read.taken
+                return read.taken if isinstance(read, Branch) else read
+            return _call_inside(self, func, types, args, kwargs or {})
 
     return Replay()
 
@@ -580,11 +649,6 @@ def _on_contiguous_input(n) -> bool:
     return val is not None and val.is_contiguous() and val.storage_offset() == 0
 
 
-def _flat_unique_consecutive(n) -> bool:
-    """unique_consecutive over the flattened input (dim=None)."""
-    return (n.args[3] if len(n.args) > 3 else n.kwargs.get("dim")) is None
-
-
 def _index_put_lowerable(n) -> bool:
     """index_put with one boolean mask (full slices before it) and values of x[mask]'s rank at
     most (the same for every selected element, or one per selected element); or with integer
@@ -608,7 +672,6 @@ def _index_put_lowerable(n) -> bool:
 _LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
               "aten.index_put.default": _index_put_lowerable,
               "aten._embedding_bag_forward_only.default": _embedding_bag_result_only,
-              "aten.unique_consecutive.default": _flat_unique_consecutive,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
@@ -643,7 +706,9 @@ def store_lowerings() -> dict:
     - `as_strided_scatter`, `diagonal_scatter` (on a contiguous input): src stored with index_put
       at the view's element positions (an arange per dimension times its stride).
     - `nonzero`, `nonzero_static`, `masked_select`, `x[mask]`: compaction, each kept element's row
-      from a cumsum of the mask and stored with index_put, the count read back as the size; `unique`
+      from a cumsum of the mask and stored with index_put, the count read back as the size (last,
+      after the launches); nonzero compacts flat positions, then turns the kept ones into
+      coordinates; `x[mask]` with one mask reads the kept elements (or rows) directly; `unique`
       (sorted) and `unique_consecutive`: the runs' first values compacted, inverse and counts.
     - `linalg_pinv`: from the SVD (or eigh), as PyTorch's C++ computes it.
     - `_cdist_forward` (torch.cdist): the p-norm of the broadcast differences over the features.
@@ -755,9 +820,11 @@ def store_lowerings() -> dict:
         # K_1 ... K_n positions
         def windows(size, out):  # window positions, clamped into the input, and which are real
             k = max(-(-(o + 1) * size // out) - o * size // out for o in range(out))
-            o = torch.arange(out, device=input.device, dtype=torch.float64)  # exact: no integer division
-            start = torch.floor(o * size / out).to(torch.int64).unsqueeze(1)
-            end = torch.ceil((o + 1) * size / out).to(torch.int64).unsqueeze(1)
+            # integer arithmetic (not negative: truncating division floors); a float64 form
+            # was exact too, but each element of the fused gather recomputed it, dividing in float64
+            o = torch.arange(out, device=input.device)
+            start = torch.div(o * size, out, rounding_mode="trunc").unsqueeze(1)
+            end = torch.div((o + 1) * size + out - 1, out, rounding_mode="trunc").unsqueeze(1)
             pos = start + torch.arange(k, device=input.device).unsqueeze(0)
             return k, torch.clamp(pos, max=size - 1), pos < end
 
@@ -809,43 +876,59 @@ def store_lowerings() -> dict:
         view = self.diagonal(offset, dim1, dim2)  # its sizes and strides in self's contiguous layout
         return as_strided_scatter(self, src, view.shape, view.stride(), view.storage_offset())
 
-    def positions(shape, device):
-        # every element's coordinates in row-major order, (numel, ndim): an arange per dimension
-        # broadcast over the others, stacked
+    def unravel(flat, shape):
+        # flat row-major positions (N,) as coordinates (N, ndim): each dimension's index, the
+        # position's quotient by the dimensions after it, modulo its size (the first needs none).
+        # Positions are not negative, so truncating division and fmod are floor's and remainder's
         if len(shape) == 0:
-            return torch.zeros((1, 0), dtype=torch.int64, device=device)
-        grids = [torch.arange(n, device=device).view([-1 if j == d else 1 for j in range(len(shape))]).expand(shape)
-                 for d, n in enumerate(shape)]
-        return torch.stack(grids, -1).reshape(-1, len(shape))
+            return flat.new_zeros((flat.shape[0], 0))
+        coords, inner = [], 1
+        for d in reversed(range(len(shape))):
+            q = torch.div(flat, inner, rounding_mode="trunc") if d < len(shape) - 1 else flat
+            coords.append(torch.fmod(q, shape[d]) if d > 0 else q)
+            inner = inner * shape[d]
+        return torch.stack(coords[::-1], -1)
 
-    def compact(keep, values, count, fill=0):
-        # the rows of values (P, ...) that keep (P,) marks, in order, as the first `count` rows:
-        # each kept row's place from a cumsum of keep, stored with index_put; the others (and kept
-        # rows past count) go to a spare last row, dropped
+    def compact(keep, values):
+        # the rows of values (P, ...) that keep (P,) marks, in order, and how many: each kept row's
+        # place from a cumsum of keep, stored with index_put, the others sent to a spare last row
+        # (dropped). The count is read back to the host last, after the scatter is launched, so
+        # the GPU works while the host waits on it (read first, the launches after it ran alone)
+        places = aten.cumsum.default(keep.to(torch.int64), 0)
+        n = keep.shape[0]
+        at = torch.where(keep, places - 1, n)
+        out = aten.index_put.default(values.new_empty((n + 1, *values.shape[1:])), [at], values)
+        count = aten.sum.default(aten.slice.Tensor(places, 0, n - 1, n)).item()  # the last place (0: none)
+        torch._check(count >= 0)
+        torch._check(count <= n)
+        return out.narrow(0, 0, count), count  # narrow, not a slice: its size is exactly count
+
+    def compact_static(keep, values, size, fill):
+        # the first `size` rows of values that keep marks, in order, the rest `fill`: kept rows
+        # past size go to the spare last row too
         at = aten.cumsum.default(keep.to(torch.int64), 0) - 1
-        at = torch.where(keep & (at < count), at, count)
-        out = values.new_full((count + 1, *values.shape[1:]), fill)
-        return aten.slice.Tensor(aten.index_put.default(out, [at], values), 0, 0, count)
+        at = torch.where(keep & (at < size), at, size)
+        out = values.new_full((size + 1, *values.shape[1:]), fill)
+        return aten.slice.Tensor(aten.index_put.default(out, [at], values), 0, 0, size)
 
-    def counted(keep):
-        # how many are kept: the output's size, read back to the host (a data-dependent shape)
-        n = keep.sum().item()
-        torch._check(n >= 0)
-        torch._check(n <= keep.shape[0])
-        return n
+    def flat_positions(self):
+        # the row-major positions of self's nonzero elements, and how many
+        keep = (self != 0).reshape(-1)
+        return compact(keep, torch.arange(keep.shape[0], device=self.device))
 
     def nonzero(self):
-        keep = (self != 0).reshape(-1)
-        return compact(keep, positions(self.shape, self.device), counted(keep))
+        # the kept positions compacted, then each one's coordinates (over the kept ones only)
+        return unravel(flat_positions(self)[0], self.shape)
 
     def nonzero_static(self, size, fill_value=-1):
         keep = (self != 0).reshape(-1)
-        return compact(keep, positions(self.shape, self.device), size, fill_value)
+        at = compact_static(keep, torch.arange(keep.shape[0], device=self.device), size, -1)  # -1: none
+        return torch.where((at >= 0).unsqueeze(1), unravel(at, self.shape), fill_value)
 
     def masked_select(self, mask):
         shape = torch.broadcast_shapes(self.shape, mask.shape)
         keep = mask.expand(shape).reshape(-1)
-        return compact(keep, self.expand(shape).reshape(-1), counted(keep))
+        return compact(keep, self.expand(shape).reshape(-1))[0]
 
     def unique(flat, consecutive, return_inverse, return_counts, shape):
         # runs of equal values in the sorted (or, consecutive, the given) order: a run starts where
@@ -857,8 +940,7 @@ def store_lowerings() -> dict:
         else:
             ordered, order = aten.sort.default(flat)
         starts = torch.cat([torch.ones(1, dtype=torch.bool, device=flat.device), ordered[1:] != ordered[:-1]])
-        count = counted(starts)
-        values = compact(starts, ordered, count)
+        values, count = compact(starts, ordered)
         run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
         empty = torch.zeros(0, dtype=torch.int64, device=flat.device)
         inverse, counts = empty, empty
@@ -875,7 +957,33 @@ def store_lowerings() -> dict:
         return unique(self.reshape(-1), False, return_inverse, return_counts, self.shape)
 
     def unique_consecutive(self, return_inverse=False, return_counts=False, dim=None):
-        return unique(self.reshape(-1), True, return_inverse, return_counts, self.shape)
+        if dim is None:
+            return unique(self.reshape(-1), True, return_inverse, return_counts, self.shape)
+        # runs of equal slices along dim: a run starts where any element of a slice differs from
+        # the slice before; the runs' first slices read at their compacted positions
+        rows = self.movedim(dim, 0).reshape(self.shape[dim], -1)
+        differs = (rows[1:] != rows[:-1]).any(1) if rows.shape[1] else rows.new_zeros(rows.shape[0] - 1, dtype=torch.bool)
+        starts = torch.cat([torch.ones(1, dtype=torch.bool, device=self.device), differs])
+        first, count = compact(starts, torch.arange(starts.shape[0], device=self.device))
+        run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
+        empty = torch.zeros(0, dtype=torch.int64, device=self.device)
+        counts = empty
+        if return_counts:
+            counts = aten.index_put.default(torch.zeros(count, dtype=torch.int64, device=self.device), [run],
+                                            torch.ones_like(run), True)
+        return aten.index_select.default(self, dim, first), run if return_inverse else empty, counts
+
+    def repeat_interleave(repeats, output_size=None):
+        # the source of each output position (repeat_interleave(x, repeats) is x.index_select of
+        # it): each source's first position (an exclusive cumsum of the repeats) marked, adding
+        # (a source repeated 0 times shares its mark with the next), then a cumsum of the marks
+        total = output_size
+        if total is None:
+            total = repeats.sum().item()
+            torch._check(total >= 0)
+        starts = aten.cumsum.default(repeats, 0) - repeats
+        marks = aten.index_put.default(repeats.new_zeros(total + 1), [starts], torch.ones_like(repeats), True)
+        return aten.cumsum.default(marks.narrow(0, 0, total), 0) - 1
 
     def index(self, indices):
         # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
@@ -883,6 +991,14 @@ def store_lowerings() -> dict:
         masks = [i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices]
         if not any(masks):
             return NotImplemented  # integer indices stay as they are (the vocabulary's `index`)
+        if sum(i is not None for i in indices) == 1:  # one mask, the other dims whole
+            at = masks.index(True)
+            mask = indices[at]
+            if at == 0 and mask.dim() == self.dim():  # every dim: the kept elements themselves
+                return masked_select(self, mask.to(torch.bool))
+            # the mask's dims as one, indexed by its kept positions (no coordinates to build)
+            rows = self.reshape(*self.shape[:at], -1, *self.shape[at + mask.dim():])
+            return aten.index.Tensor(rows, [None] * at + [flat_positions(mask)[0]])
         out = []
         for i, masked in zip(indices, masks):
             out += list(nonzero(i).unbind(1)) if masked else [i]
@@ -944,7 +1060,8 @@ def store_lowerings() -> dict:
             aten.nonzero_static.default: nonzero_static, aten.masked_select.default: masked_select,
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
-            aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put}
+            aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put,
+            aten.repeat_interleave.Tensor: repeat_interleave}
 
 
 def _covered(g: Graph) -> Counter:
@@ -993,7 +1110,8 @@ def _rename_inputs(graph: Graph, names: dict[str, str]) -> Graph:
         n.args = renamed_refs(n.args, names)
         n.kwargs = {k: renamed_refs(a, names) for k, a in n.kwargs.items()}
     return Graph(values, graph.nodes, [names.get(i, i) for i in graph.inputs],
-                 [names.get(o, o) for o in graph.outputs])
+                 [names.get(o, o) for o in graph.outputs],
+                 [Check(names.get(c.value, c.value), c.message) for c in graph.checks])
 
 
 def unknown_constants(graph: Graph) -> list[str]:
@@ -1115,6 +1233,7 @@ def _convert(ep) -> Graph:
     nodes: list[Node] = []
     inputs: list[str] = []
     alias: dict[str, str] = {}  # getitem node name -> the value it selects
+    checks: list[Check] = []
     user_index = 0
 
     def ref(a):
@@ -1158,6 +1277,12 @@ def _convert(ep) -> Graph:
             if n.target is operator.getitem:
                 parent, i = n.args
                 alias[n.name] = f"{parent.name}.{i}" if isinstance(parent.meta.get("val"), (tuple, list)) else parent.name
+                continue
+            if n.target in (torch.ops.aten._assert_async.msg, torch.ops.aten._assert_async.default):
+                # a condition forward checks (a branch taken as at capture: `_Replay`), kept
+                cond = ref(n.args[0])
+                if isinstance(cond, dict):
+                    checks.append(Check(cond["value"], n.args[1] if len(n.args) > 1 else "assertion failed"))
                 continue
             val = n.meta.get("val")
             if val is None:  # checks with no result (aten._assert_tensor_metadata): nothing to run
@@ -1213,4 +1338,4 @@ def _convert(ep) -> Graph:
                        if s.kind.name == "USER_OUTPUT"]
     if any(o is None for o in outputs):
         raise CaptureError("the module returns something other than tensors")
-    return Graph(values, nodes, inputs, outputs)
+    return Graph(values, nodes, inputs, outputs, checks)

@@ -73,7 +73,7 @@ def _recompose(graph: Graph) -> Graph:
     nodes = [_grouped(n, graph, producer) if n.op in ATTENTION else n for n in nodes]
     if all(a is b for a, b in zip(nodes, graph.nodes)) and len(nodes) == len(graph.nodes):
         return graph  # nothing found
-    nodes = _without_unread(nodes, graph.outputs)
+    nodes = _without_unread(nodes, graph.roots())
     _check_defined(nodes, graph)
     kept = {out for n in nodes for out in n.outputs}
     for n in graph.nodes:
@@ -104,7 +104,7 @@ def _check_defined(nodes: list[Node], graph: Graph) -> None:
         if missing:
             raise ValueError(f"{n.name} would read {missing[0]}, which the rewrite removed")
         defined |= set(n.outputs)
-    if not set(graph.outputs) <= defined:
+    if not set(graph.roots()) <= defined:
         raise ValueError("an output the rewrite removed")
 
 
@@ -134,7 +134,7 @@ def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[No
         cast = producer.get(_input(square))
         if _input(square) != x and len(users.get(_input(square), [])) == 1:
             inner.append(cast)  # the cast only the square read
-        if any(out in graph.outputs for n in inner for out in n.outputs):
+        if any(out in graph.roots() for n in inner for out in n.outputs):
             continue  # the module returns a part (the variance, say): it stays computed
         eps = float(shifted.attrs["value"])
         fused = Node(name=node.name, target="aten.rms_norm.default", args=[{"value": x}, [shape[-1]], None, eps],
@@ -177,7 +177,7 @@ def _attention(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[N
         if mask == scores or not _attention_shapes(graph.values, q, k, v, mask, node.outputs[0]):
             continue
         parts = inner + more + chain
-        if any(out in graph.outputs for n in parts for out in n.outputs):
+        if any(out in graph.roots() for n in parts for out in n.outputs):
             return None  # the module returns a part (the weights, say): they stay computed
         operands = [{"value": q}, {"value": k}, {"value": v}, {"value": mask} if mask else None, 0.0, False]
         fused = Node(name=node.name, target="aten.scaled_dot_product_attention.default", args=operands,

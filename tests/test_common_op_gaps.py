@@ -85,18 +85,37 @@ CASES = [
     # a boolean mask as an index, nonzero, masked_select, nonzero_static's fixed size
     ("x[x > 0.3] * 2.0", "torch.randn(5, 7)", "index_put"),
     ("x[x.sum(-1) > 0].relu()", "torch.randn(6, 5)", "index_put"),
+    # reductions and scans over the selected rows (a size with no example value)
+    ("x[x[:, 0] > 0.0].sum(0) * 2.0 + x[x[:, 1] > 0.5].cumsum(0).sum()", "torch.randn(9, 4)", "cumsum"),
     # a mask index beside an integer one in the same graph: each lowered or kept on its own
     ("torch.cat([x[x > 0.3] * 2, x[:, x[0].abs().argmax(-1, keepdim=True)].reshape(-1)])", "torch.randn(5, 7)",
      "index_put"),
     ("torch.nonzero(x > 0.5)", "torch.randn(4, 6)", "index_put"),
     ("torch.masked_select(x, x.abs() > 1.0)", "torch.randn(3, 8)", "index_put"),
     ("torch.nonzero_static(x > 0.0, size=7, fill_value=-2)", "torch.randn(3, 4)", "index_put"),
+    # nonzero's coordinates from the compacted flat positions: three dims, one dim, none kept
+    ("torch.nonzero(x > 0.5) * 2", "torch.randn(3, 4, 5)", "index_put"),
+    ("torch.nonzero(x.reshape(-1) > 0.5)", "torch.randn(4, 6)", "index_put"),
+    ("torch.nonzero(x > 100.0) + 1", "torch.randn(4, 6)", "index_put"),
+    ("torch.masked_select(x, x > 100.0) * 2.0", "torch.randn(4, 6)", "index_put"),
+    # one mask over inner dims: its dims as one, indexed by the kept positions
+    ("x[:, x[0, :, :, 0] > 0.0] * 2.0", "torch.randn(3, 4, 5, 2)", "index_put"),
     # unique: the sorted runs' first values, every element's run, each run's count
     ("torch.unique(x, return_inverse=True, return_counts=True)", "torch.randint(0, 6, (4, 5)).float()", "sort"),
     ("torch.unique_consecutive(x, return_inverse=True, return_counts=True)", "torch.randint(0, 3, (3, 7)).float()",
      "index_put"),
     ("torch.unique(x.round()) * 2.0", "torch.randn(5, 3) * 2", "sort"),
     ("torch.unique(x, sorted=False)", "torch.randint(0, 9, (6, 4))", "sort"),  # PyTorch sorts either way
+    # runs of equal slices along a dim: their first slices, every slice's run, each run's count
+    ("torch.unique_consecutive(x.round(), return_inverse=True, return_counts=True, dim=0)",
+     "torch.randint(0, 2, (9, 2)).float()", "index_select"),
+    ("torch.unique_consecutive(x, dim=1) * 2", "torch.randint(0, 2, (2, 3, 8)).float()", "index_select"),
+    # repeats from the data: each output position's source from a cumsum of marks at the
+    # sources' first positions (repeats of 0 at the start, between and at the end)
+    ("torch.repeat_interleave(x, (x[:, 0].abs() * 2).long(), dim=0) * 2", "torch.randn(6, 3)", "index_put"),
+    ("torch.repeat_interleave(x, (x > 0).long() * 2) + 1", "torch.tensor([-1.0, 2.0, -3.0, 0.5, 1.5, -0.5])",
+     "index_put"),
+    ("x.repeat_interleave((x.sum(0) > 0).long() + 1, dim=1)", "torch.randn(2, 5)", "index_put"),
     # pairwise distances: the broadcast differences' p-norm (p = 2 past 25 rows is PyTorch's
     # matrix-product form, rounded otherwise), p = 1, inf, 0 (a count) and a fraction
     ("torch.cdist(x, x[:, :4] + 1.0)", "torch.randn(2, 30, 6)", "sum"),
@@ -197,13 +216,14 @@ def test_kernels_over_data_dependent_sizes_keep_one_configuration():
     from drtriton.policy.builtin import BuiltinPolicy
     from drtriton.problem import from_source
 
-    src = source("torch.relu(x[x > 0.5]) + torch.sigmoid(x).sum()", "torch.randn(64, 32)")
+    src = source("x[x[:, 0] > 0.5].cumsum(0) + torch.sigmoid(x).sum()", "torch.randn(64, 32)")
     ns: dict = {}
     exec(src, ns)
     graph = capture_module(ns["Model"](), ns["get_inputs"]())
     cand = next(iter(BuiltinPolicy("cuda").candidates(from_source(src, name="masked"), graph, "strict")))
     configs = {block.split("def ", 1)[1].split("(", 1)[0]: block.split("def ", 1)[0].count("triton.Config(")
                for block in cand.source.split("@triton.autotune(")[1:]}
-    over_kept = [k for k in configs if k.startswith("index")]
+    over_kept = [k for k in configs if k.startswith(("index", "cumsum_add"))]  # the selected rows'
+    assert len(over_kept) >= 2, configs
     assert over_kept and all(configs[k] == 1 for k in over_kept), configs
     assert any(n > 1 for k, n in configs.items() if k not in over_kept), configs

@@ -108,6 +108,13 @@ def _embedded(program: Program, foreign: Foreign, names: Names) -> Emitted:
     return Emitted([code], [f"# {foreign.policy} policy's fragment", call])
 
 
+def _checks(program: Program) -> list[str]:
+    """Forward's last lines: each checked condition (`Check`) read back, raising where it fails
+    (after every launch, so the wait is once, at the end)."""
+    return [f"if not bool({program.expr(c.value)}): raise RuntimeError({c.message!r})"
+            for c in program.graph.checks]
+
+
 def _split(frag: Fragment) -> list[Fragment]:
     """An anchor fragment taken apart, in order: the prologue and epilogue as pointwise
     fragments, the anchor (with the nodes folded in next to it: flips, broadcasts) as PyTorch."""
@@ -266,6 +273,7 @@ class BuiltinPolicy:
         if not kernels:
             left = "; ".join(line for line in plan if line.endswith(": PyTorch"))
             raise Unsupported(f"no fragment runs in Triton ({left or 'views only'})")
+        lines += _checks(program)
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         if program.rewrites:

@@ -62,6 +62,15 @@ def autotune(configs: list[dict], key: list[str], device: str) -> list[str]:
 MODULE_TUNING_CONFIGS = 48
 
 
+#: what a size that follows the data (None) counts as where tiles are chosen: a long axis
+DATA_SIZE = 1 << 20
+
+
+def example_sizes(shape) -> list[int]:
+    """A shape's sizes for choosing tiles and grids, a data-dependent one (None) as DATA_SIZE."""
+    return [DATA_SIZE if n is None else n for n in shape]
+
+
 def sizes_follow_data(program, frag) -> bool:
     """Whether a fragment's tensors have sizes known only at run time, from the data (x[mask],
     nonzero: capture leaves those dimensions None)."""

@@ -27,7 +27,7 @@ import math
 from ...ops.elementwise import PROPAGATE_NAN
 from ..pointwise import Axes, IndexSpace, PointwiseBlock, tuple_source
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, empty, input_launch, pow2, stored_values
+from . import Emitted, Names, Unsupported, empty, example_sizes, input_launch, pow2, stored_values
 
 REDUCTIONS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std"}
 SOFTMAXES = {"softmax", "log_softmax"}
@@ -161,7 +161,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         xs = [xs[d] for d in perm]
     else:
         first, last = (0, 0) if scalar else _block_axes(op, node.attrs, rank)
-    O, R, I = _prod(xs[:first]), _prod(xs[first:last + 1]), _prod(xs[last + 1:])
+    ex = example_sizes(xs)
+    O, R, I = _prod(ex[:first]), _prod(ex[first:last + 1]), _prod(ex[last + 1:])
 
     out = node.outputs[0]
     out_shape = list(program.values[out].shape)

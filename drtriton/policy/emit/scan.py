@@ -22,7 +22,7 @@ from ...capture import Node
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, stored_values
-from . import autotune, empty, input_launch, pow2
+from . import autotune, empty, example_sizes, input_launch, pow2
 
 SCANS = {"cumsum", "cumprod", "logcumsumexp", "cummax", "cummin"}
 #: scans of (value, index) pairs: the running extreme and where it was
@@ -42,10 +42,12 @@ def _lae(a, b):
 _SCANNABLE = {"torch.float32", "torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
 FLIP = "aten.flip.default"
 #: chunks along R: at least this long, and about this many programs in all (an H100 has 132 SMs)
-MIN_CHUNK = 16384
+MIN_CHUNK = 4096
 TARGET_PROGRAMS = 1024
 #: a chunk is a whole number of this many positions (every tile's BLOCK_R divides it)
 CHUNK_QUANTUM = 2048
+#: the chunks' totals a scan program reads at once, to start its chunk from those before it
+TOTALS_TILE = 64
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -84,7 +86,7 @@ def absorb_flips(program: Program, frags: list[Fragment]) -> list[Fragment]:
             dropped.add(id(before))
         last = frag.nodes[-1].outputs[0]
         users = [u for u in program.users.get(last, []) if not u.mutates]
-        if len(users) == 1 and last not in program.graph.outputs:
+        if len(users) == 1 and last not in program.graph.roots():
             after = lone_flip(users[0], axis)
             if after is not None:
                 frag.nodes.append(after.nodes[0])
@@ -128,8 +130,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported(f"logcumsumexp into {program.values[out].dtype}")
     combine = {"cumsum": "tl.cumsum(xv, axis=0)", "cumprod": "tl.associative_scan(xv, 0, _mul)",
                "logcumsumexp": "tl.associative_scan(xv, 0, _lae)"}[op]
-    total = {"cumsum": "tl.sum(xv, axis=0)", "cumprod": "tl.reduce(xv, 0, _mul)",
-             "logcumsumexp": "tl.reduce(xv, 0, _lae)"}[op]
+    total_of = {"cumsum": "tl.sum({}, axis=0)", "cumprod": "tl.reduce({}, 0, _mul)",
+                "logcumsumexp": "tl.reduce({}, 0, _lae)"}[op].format
+    total = total_of("xv")
     neutral = {"cumsum": "0", "cumprod": "1", "logcumsumexp": 'float("-inf")'}[op]
     neutral += ".0" if acc == "tl.float32" and op != "logcumsumexp" else ""
     fold = "+" if op == "cumsum" else "*"
@@ -155,10 +158,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    offs = base + q[:, None].to(tl.int64) * I + cols[None, :]",
     ]
     body = chunk + [
-        "# the running total of the chunks before, per column, from their stored totals",
+        "# the running total of the chunks before, per column, from their stored totals (a tile of",
+        "# them at a time: one load per chunk in turn left the last chunks waiting on hundreds)",
         start,
-        "for p in range(0, c):",
-        f"    carry = {join('carry', f'tl.load(part_ptr + (o * C + p) * I + cols, mask=col_mask, other={neutral})')}",
+        f"for p0 in range(0, c, {TOTALS_TILE}):",
+        f"    p = p0 + tl.arange(0, {TOTALS_TILE})",
+        "    done = tl.load(part_ptr + (o * C + p)[:, None] * I + cols[None, :],",
+        f"                   mask=(p[:, None] < c) & col_mask[None, :], other={neutral})",
+        f"    carry = {join('carry', total_of('done'))}",
         *walk,
     ]
     read = []  # the tile's values, in scan order, the tail past the chunk the neutral element
@@ -186,13 +193,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     body += [f"    {line}" for line in loop]
 
     # block shapes: a strip of 64 columns when the axis is not the last one, else the axis alone
-    O = 1
-    for v in xs[:axis]:
-        O *= v
-    I = 1
-    for v in xs[axis + 1:]:
-        I *= v
-    R = xs[axis]
+    ex = example_sizes(xs)
+    O, R, I = math.prod(ex[:axis]), ex[axis], math.prod(ex[axis + 1:])
     if I > 1:
         tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
                  for r, i, w in ((32, 64, 4), (16, 128, 4), (64, 32, 4))]
@@ -248,7 +250,7 @@ def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi,
         return lines
     totals, dtype = chunked
     lines += [f"_C = max(1, min(_R // {MIN_CHUNK}, {TARGET_PROGRAMS} // max(_O * _cdiv(_I, 64), 1)))  # chunks of R",
-              f"_CH = _cdiv(_cdiv(_R, _C), {CHUNK_QUANTUM}) * {CHUNK_QUANTUM}",
+              f"_CH = max(1, _cdiv(_cdiv(_R, _C), {CHUNK_QUANTUM})) * {CHUNK_QUANTUM}  # (R may be 0: an empty selection)",
               "_C = _cdiv(_R, _CH)",
               f"_part = torch.empty(_O * _C * _I, device={dev}, dtype={dtype})  # each chunk's total",
               "if _C > 1:",
@@ -311,7 +313,8 @@ def _emit_indexed(program: Program, frag: Fragment, names: Names, device: str) -
     loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     loop += [f"tl.store({o}_out + offs, {env[v]}, mask=mask)" for o, v in zip(outs, stores)]
     body += [f"    {line}" for line in loop]
-    O, R, I = math.prod(xs[:axis]), xs[axis], math.prod(xs[axis + 1:])
+    ex = example_sizes(xs)
+    O, R, I = math.prod(ex[:axis]), ex[axis], math.prod(ex[axis + 1:])
     if I > 1:
         tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
                  for r, i, w in ((32, 64, 4), (16, 128, 4))]

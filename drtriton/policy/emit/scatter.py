@@ -42,9 +42,9 @@ _ATOMIC = {"sum": "tl.atomic_add", "mean": "tl.atomic_add", "amax": "tl.atomic_m
 ALIASING_VIEWS = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.unsqueeze.default",
                   "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.flatten.using_ints",
                   "aten.unflatten.int", "aten.alias.default"}
-#: allocations that are contiguous and filled
+#: contiguous allocations (filled, or empty: a compaction's, whose unwritten rest is dropped)
 FRESH = {"aten.zeros.default", "aten.ones.default", "aten.full.default", "aten.new_zeros.default",
-         "aten.new_ones.default", "aten.new_full.default"}
+         "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default"}
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -182,14 +182,14 @@ def _index_put(program: Program, node, space: IndexSpace, rank: int, dtype: str)
 
 
 def writable(program: Program, node, x: str) -> bool:
-    """Whether the kernel may write into `x` itself: a fresh, filled, contiguous allocation
-    (zeros, full), seen through views that keep it contiguous, that nothing else reads (the
+    """Whether the kernel may write into `x` itself: a fresh, contiguous allocation (zeros, full,
+    new_empty), seen through views that keep it contiguous, that nothing else reads (the
     scatter itself reading it as its source or index neither)."""
     if program.inputs_of(node).count(x) != 1:
         return False
     user, v = node, x
     while True:
-        if v in program.graph.outputs or any(u is not user for u in program.users.get(v, []) if not u.mutates):
+        if v in program.graph.roots() or any(u is not user for u in program.users.get(v, []) if not u.mutates):
             return False
         prod = program.producer.get(v)
         if prod is None:  # an input, a parameter, a constant
