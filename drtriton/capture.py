@@ -12,6 +12,7 @@ a worker process (`Verifier.capture`), and the plan is built in the parent.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import operator
@@ -253,7 +254,6 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     converted at batch 1 then takes other batch sizes). `batch`: the inputs whose leading size
     must stay symbolic; export failing, or fixing one of them to a number, is then an error (the
     caller traces another way) instead of a static trace."""
-    import contextlib
 
     import torch.fx.experimental._config as fx_config
 
@@ -294,48 +294,11 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
 
 
 def _tensor_reads() -> set:
+    """The reads of a value out of a tensor a torch-function mode sees (`if t:`: `_bool_reads`)."""
     import torch
 
     T = torch.Tensor
-    return {T.item, T.tolist, T.__float__, T.__int__, T.__bool__, T.__index__}
-
-
-def record_reads(model, inputs: list) -> list:
-    """Run `model(*inputs)` for real and return, in order, the Python values its forward read
-    out of tensors (`.item()`, `int(t)`, `.tolist()`, `if t:`). A read of a value computed from
-    the inputs (`if x.sum() > 0`) is control flow on data, not a constant: CaptureError."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._pytree import tree_leaves
-
-    reads, which = [], _tensor_reads()
-    derived = {id(t): t for t in inputs if isinstance(t, torch.Tensor)}  # held, so ids stay unique
-
-    class Record(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            out = _call_inside(self, func, types, args, kwargs)
-            from_inputs = any(id(a) in derived for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
-            if func in which:
-                if from_inputs and func is torch.Tensor.__bool__:
-                    reads.append(Branch(out, _caller()))  # traced as taken, checked at run time
-                    return out
-                if from_inputs:
-                    raise CaptureError(f"forward reads a value computed from its inputs ({func.__name__} "
-                                       "of a tensor): control flow on data cannot be traced")
-                reads.append(out)
-            elif from_inputs:
-                derived.update({id(t): t for t in tree_leaves(out) if isinstance(t, torch.Tensor)})
-            return out
-
-    try:
-        with torch.no_grad(), Record():
-            model(*inputs)
-    except CaptureError:
-        raise
-    except Exception as e:
-        raise CaptureError(f"the module's forward raised {type(e).__name__}: {e}") from None
-    return reads
+    return {T.item, T.tolist, T.__float__, T.__int__, T.__index__}
 
 
 @dataclass
@@ -349,19 +312,34 @@ class Branch:
 BRANCH_CHECK = "forward branched on tensor values"
 
 
-def _call_inside(mode, func, types, args, kwargs):
-    """`func(*args, **kwargs)` from a torch-function mode. A Python function that hands itself to
-    the mode (F.gaussian_nll_loss) runs with the mode on, so its reads of tensors (`if t:`) are
-    seen too (where this PyTorch can redispatch; else as before: run whole)."""
-    import types as pytypes
-
+@contextlib.contextmanager
+def _bool_reads(answer):
+    """`if t:` on any tensor answered by `answer(t, bool_of)` while inside. `Tensor.__bool__`
+    itself is replaced, not seen through a torch-function mode: a mode does not see inside a
+    Python function that hands itself to it whole (F.gaussian_nll_loss's `torch.any(var < 0)`)."""
     import torch
 
-    redispatch = getattr(torch.overrides, "redispatch_function", None)
-    if redispatch is not None and isinstance(func, pytypes.FunctionType):
-        with mode:
-            return redispatch(func, types, args, kwargs)
-    return func(*args, **kwargs)
+    own = torch.Tensor.__dict__.get("__bool__")
+    bool_of = torch.Tensor.__bool__
+    answering = []  # a torch-function mode hands the read back here: answered once
+
+    def read(t):
+        if answering:
+            return bool_of(t)
+        answering.append(t)
+        try:
+            return answer(t, bool_of)
+        finally:
+            answering.pop()
+
+    torch.Tensor.__bool__ = read
+    try:
+        yield
+    finally:
+        if own is None:
+            del torch.Tensor.__bool__
+        else:
+            torch.Tensor.__bool__ = own
 
 
 def _caller() -> str:
@@ -372,17 +350,64 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         path = frame.f_code.co_filename.replace("\\", "/")
-        if not any(part in path for part in ("/drtriton/", "/torch/overrides", "/torch/_tensor", "/torch/utils/")):
+        if not any(part in path for part in ("/drtriton/", "/torch/overrides", "/torch/_tensor", "/torch/utils/",
+                                             "/contextlib")):
             line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
             return f"{path.rsplit('/', 1)[-1]}:{frame.f_lineno} `{line}`"
         frame = frame.f_back
     return "forward"
 
 
+def record_reads(model, inputs: list) -> list:
+    """Run `model(*inputs)` for real and return, in order, the Python values its forward read
+    out of tensors (`.item()`, `int(t)`, `.tolist()`, `if t:`). A branch (`if t:`) on anything
+    but a constant is a `Branch`, traced as taken and checked at run time; another read of a
+    value computed from the inputs (`n = x.sum().item()`) is data, not a constant: CaptureError."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._pytree import tree_leaves
+
+    reads, which = [], _tensor_reads()
+    derived = {id(t): t for t in inputs if isinstance(t, torch.Tensor)}  # held, so ids stay unique
+    constant: dict[int, object] = {}  # what the mode saw computed from no input
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            from_inputs = any(id(a) in derived for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor))
+            if func in which:
+                if from_inputs:
+                    raise CaptureError(f"forward reads a value computed from its inputs ({func.__name__} "
+                                       "of a tensor): control flow on data cannot be traced")
+                reads.append(out)
+            else:
+                seen = derived if from_inputs else constant
+                seen.update({id(t): t for t in tree_leaves(out) if isinstance(t, torch.Tensor)})
+            return out
+
+    def branch(t, bool_of):
+        taken = bool_of(t)
+        # a constant's value is replayed as it is; one from the inputs (or computed where the
+        # mode saw nothing: inside F.*) is checked
+        reads.append(taken if id(t) in constant else Branch(taken, _caller()))
+        return taken
+
+    try:
+        with torch.no_grad(), Record(), _bool_reads(branch):
+            model(*inputs)
+    except CaptureError:
+        raise
+    except Exception as e:
+        raise CaptureError(f"the module's forward raised {type(e).__name__}: {e}") from None
+    return reads
+
+
+@contextlib.contextmanager
 def _Replay(reads: list):
-    """A torch-function mode answering tensor reads with `reads`, in order. A branch on values
-    computed from the inputs answers as it was taken and leaves an `assert_async` in the trace
-    that it goes the same way (capture makes it a `Check`)."""
+    """Tensor reads answered with `reads`, in order. A branch on values computed from the inputs
+    answers as it was taken and leaves an `assert_async` in the trace that it goes the same way
+    (capture makes it a `Check`)."""
     import torch
     from torch.overrides import TorchFunctionMode
 
@@ -391,17 +416,23 @@ def _Replay(reads: list):
     class Replay(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if func in which and pending:
-                read = pending.pop(0)
-                if isinstance(read, Branch) and func is torch.Tensor.__bool__:
-                    cond = args[0] if args[0].dtype == torch.bool else args[0] != 0
-                    torch._assert_async(cond if read.taken else torch.logical_not(cond),
-                                        f"{BRANCH_CHECK} at {read.where}, which these inputs take the other "
-                                        "way: convert the module again with inputs like these")
-                    return read.taken
-                return read.taken if isinstance(read, Branch) else read
-            return _call_inside(self, func, types, args, kwargs or {})
+                return pending.pop(0)
+            return func(*args, **(kwargs or {}))
 
-    return Replay()
+    def branch(t, bool_of):
+        if not pending:
+            return bool_of(t)
+        read = pending.pop(0)
+        if not isinstance(read, Branch):
+            return read
+        cond = t if t.dtype == torch.bool else t != 0
+        torch._assert_async(cond if read.taken else torch.logical_not(cond),
+                            f"{BRANCH_CHECK} at {read.where}, which these inputs take the other way: convert "
+                            "the module again with inputs like these")
+        return read.taken
+
+    with Replay(), _bool_reads(branch):
+        yield
 
 
 def _export(model, inputs: list, static_fallback: bool = True, static: set[int] = frozenset()):

@@ -132,3 +132,17 @@ def test_branch_reads_are_recorded_not_refused(value):
     x = torch.ones(3) if value else -torch.ones(3)
     reads = record_reads(M(), [x])
     assert len(reads) == 1 and isinstance(reads[0], Branch) and reads[0].taken is value
+
+
+def test_a_branch_on_a_constant_stays_a_constant():
+    from drtriton.capture import record_reads
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("doubled", torch.tensor(True))
+
+        def forward(self, x):
+            return x * 2 if self.doubled.any() else x
+
+    assert record_reads(M(), [torch.ones(3)]) == [True]
