@@ -172,6 +172,8 @@ SCANS = [
     ("torch.cumsum(x.flip(0), 0).flip(0)", "torch.randn(40000, 2)", "flip, cumsum, flip"),
     ("torch.cumprod(x, 0)", "1 + 1e-4 * torch.randn(40000)", "cumprod"),
     ("torch.cumsum(x > 0, 0)", "torch.randn(40000)", "cumsum"),  # int64, a compaction's
+    # 66 chunks: their totals read 64 at a time, so twice
+    ("torch.cumsum(x, 0) * 0.5", "torch.randn(270000)", "cumsum"),
 ]
 
 

@@ -9,9 +9,10 @@ Reverse scans: KernelBench writes a reverse cumsum as `flip(cumsum(flip(x)))`. `
 moves a flip along the scanned axis that feeds a scan (or follows one) into the scan's fragment;
 the kernel then reads (or writes) the axis backwards, instead of PyTorch copying the tensor twice.
 
-Long scans with few (o, strip) programs (a compaction's cumsum over a flattened mask: one row of
-millions) are cut into chunks of R, a program per chunk: a first kernel stores each chunk's total,
-and the scan's program starts its chunk from the totals of the chunks before it.
+Long scans with few (o, strip) programs (fewer than FEW_PROGRAMS: a compaction's cumsum over a
+flattened mask is one row of millions) are cut into chunks of R, a program per chunk: a first
+kernel stores each chunk's total, and the scan's program starts its chunk from the totals of the
+chunks before it.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ def _lae(a, b):
     return tl.where((lo == float("-inf")) | (hi == float("inf")), hi, hi + tl.log(1.0 + tl.exp(lo - hi)))"""
 _SCANNABLE = {"torch.float32", "torch.bool", "torch.int8", "torch.uint8", "torch.int16", "torch.int32", "torch.int64"}
 FLIP = "aten.flip.default"
-#: chunks along R: at least this long, and about this many programs in all (an H100 has 132 SMs)
+#: chunks along R, where there are fewer programs than this without them (an H100 has 132 SMs;
+#: with more, the totals' extra pass over X costs what the chunks' parallelism wins: a (256,
+#: 32000) cumsum took the same GPU time in two kernels as in one): at least this long, and
+#: about this many programs in all
+FEW_PROGRAMS = 128
 MIN_CHUNK = 4096
 TARGET_PROGRAMS = 1024
 #: a chunk is a whole number of this many positions (every tile's BLOCK_R divides it)
@@ -249,7 +254,8 @@ def _launch(program: Program, frag: Fragment, op: str, axis: int, pro, src, epi,
         lines.append(f"{name}[lambda meta: (_O, _cdiv(_I, meta['BLOCK_I']))]({', '.join(args)})")
         return lines
     totals, dtype = chunked
-    lines += [f"_C = max(1, min(_R // {MIN_CHUNK}, {TARGET_PROGRAMS} // max(_O * _cdiv(_I, 64), 1)))  # chunks of R",
+    lines += ["_P = max(_O * _cdiv(_I, 64), 1)  # programs without chunks",
+              f"_C = max(1, min(_R // {MIN_CHUNK}, {TARGET_PROGRAMS} // _P)) if _P < {FEW_PROGRAMS} else 1  # chunks of R",
               f"_CH = max(1, _cdiv(_cdiv(_R, _C), {CHUNK_QUANTUM})) * {CHUNK_QUANTUM}  # (R may be 0: an empty selection)",
               "_C = _cdiv(_R, _CH)",
               f"_part = torch.empty(_O * _C * _I, device={dev}, dtype={dtype})  # each chunk's total",
