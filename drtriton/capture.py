@@ -427,8 +427,8 @@ def _Replay(reads: list):
             return read
         cond = t if t.dtype == torch.bool else t != 0
         torch._assert_async(cond if read.taken else torch.logical_not(cond),
-                            f"{BRANCH_CHECK} at {read.where}, which these inputs take the other way: convert "
-                            "the module again with inputs like these")
+                            f"{BRANCH_CHECK} at {read.where}: the converted module goes the way the example "
+                            "inputs went, and these inputs go the other way")
         return read.taken
 
     with Replay(), _bool_reads(branch):

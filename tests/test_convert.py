@@ -216,10 +216,14 @@ IN_PLACE = textwrap.dedent('''
 ''')
 
 
-def test_untraceable_code_gets_a_clear_message(cpu_verifier):
+def test_a_branch_on_data_gets_a_clear_message(cpu_verifier):
+    # traced as the example inputs went (`capture.Check`): the verifier's inputs go both ways, the
+    # first plan fails on the check, and no other plan is tried (each would fail the same way)
     result, _ = convert(cpu_verifier, UNTRACEABLE)
     assert not result.correct
-    assert "cannot capture the module" in result.reason and "torch.export" in result.reason
+    assert "forward branched on tensor values" in result.reason and "`if x.sum() > 0:" in result.reason
+    assert "go the other way" in result.reason
+    assert len([a for a in result.attempts if a.fragment == "whole module"]) == 1, result.attempts
 
 
 def test_uncovered_operators_run_as_pytorch_fragments_in_mixed_mode(cpu_verifier):
@@ -260,7 +264,7 @@ def test_convert_cli_exit_codes(tmp_path):
     (tmp_path / "gate.py").write_text(UNTRACEABLE)
     r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "gate.py", "--device", "cpu"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert r.returncode == 1 and "cannot capture the module" in r.stdout
+    assert r.returncode == 1 and "forward branched on tensor values" in r.stdout
     assert not (tmp_path / "gate_triton.py").exists()
     r = subprocess.run([sys.executable, "-m", "drtriton.cli", "convert", "gate.py", "--out", "gate.py"],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60)
