@@ -268,8 +268,8 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     while True:
         with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
             # composites whose C++ would pin the batch go through Python forms (`symbolic_forms`)
-            with SymbolicForms(), _Replay(reads) if reads is not None else contextlib.nullcontext():
-                ep = _export(model, inputs, static_fallback=batch is None, static=static)
+            with SymbolicForms():
+                ep = _export(model, inputs, static_fallback=batch is None, static=static, reads=reads)
             if batch is not None and _batch_pinned(ep, [i for i in batch if i not in static]):
                 raise CaptureError("the batch was traced as a fixed size")
             inline_context_regions(ep.graph_module)
@@ -381,16 +381,21 @@ def record_reads(model, inputs: list) -> list:
                     raise CaptureError(f"forward reads a value computed from its inputs ({func.__name__} "
                                        "of a tensor): control flow on data cannot be traced")
                 reads.append(out)
-            else:
-                seen = derived if from_inputs else constant
-                seen.update({id(t): t for t in tree_leaves(out) if isinstance(t, torch.Tensor)})
+                return out
+            written = [args[0]] if args and isinstance(args[0], torch.Tensor) and _writes_first(func, kwargs) else []
+            written += [t for t in tree_leaves(kwargs.get("out")) if isinstance(t, torch.Tensor)]
+            seen = derived if from_inputs else constant
+            seen.update({id(t): t for t in tree_leaves(out) + written if isinstance(t, torch.Tensor)})
+            if from_inputs:  # (m[:] = x > 0: m now follows the inputs)
+                for t in written:
+                    constant.pop(id(t), None)
             return out
 
     def branch(t, bool_of):
         taken = bool_of(t)
         # a constant's value is replayed as it is; one from the inputs (or computed where the
         # mode saw nothing: inside F.*) is checked
-        reads.append(taken if id(t) in constant else Branch(taken, _caller()))
+        reads.append(taken if id(t) in constant and id(t) not in derived else Branch(taken, _caller()))
         return taken
 
     try:
@@ -401,6 +406,12 @@ def record_reads(model, inputs: list) -> list:
     except Exception as e:
         raise CaptureError(f"the module's forward raised {type(e).__name__}: {e}") from None
     return reads
+
+
+def _writes_first(func, kwargs) -> bool:
+    """Whether a torch function writes into its first argument (`x.add_(y)`, `m[:] = v`)."""
+    name = getattr(func, "__name__", "")
+    return name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
 
 
 @contextlib.contextmanager
@@ -425,7 +436,7 @@ def _Replay(reads: list):
         read = pending.pop(0)
         if not isinstance(read, Branch):
             return read
-        cond = t if t.dtype == torch.bool else t != 0
+        cond = t != 0  # a new tensor even for a bool one: forward may write into t afterwards
         torch._assert_async(cond if read.taken else torch.logical_not(cond),
                             f"{BRANCH_CHECK} at {read.where}: the converted module goes the way the example "
                             "inputs went, and these inputs go the other way")
@@ -435,23 +446,30 @@ def _Replay(reads: list):
         yield
 
 
-def _export(model, inputs: list, static_fallback: bool = True, static: set[int] = frozenset()):
+def _export(model, inputs: list, static_fallback: bool = True, static: set[int] = frozenset(),
+            reads: list | None = None):
     """torch.export with the leading (batch) dimension of every tensor input (but those in
     `static`, by position) symbolic where the module allows it, so sizes derived from it (views,
     `zeros(B, ...)`) stay expressions and the converted module takes other batch sizes; fully
-    static when that fails (unless not `static_fallback`: then the error)."""
+    static when that fails (unless not `static_fallback`: then the error). `reads` are replayed
+    from the first in each attempt (`_Replay`)."""
     import torch
     from torch.export import Dim
+
+    def replay():
+        return _Replay(reads) if reads is not None else contextlib.nullcontext()
 
     dynamic = tuple({0: Dim.AUTO} if isinstance(x, torch.Tensor) and x.dim() > 0 and i not in static else None
                     for i, x in enumerate(inputs))
     try:
-        return torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
+        with replay():
+            return torch.export.export(model, tuple(inputs), dynamic_shapes=dynamic, strict=False)
     except Exception:
         if not static_fallback:
             raise
     try:
-        return torch.export.export(model, tuple(inputs), strict=False)
+        with replay():
+            return torch.export.export(model, tuple(inputs), strict=False)
     except Exception as e:  # data-dependent control flow, unsupported Python, ...
         raise CaptureError(f"torch.export could not trace the module: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
@@ -929,7 +947,7 @@ def store_lowerings() -> dict:
         n = keep.shape[0]
         at = torch.where(keep, places - 1, n)
         out = aten.index_put.default(values.new_empty((n + 1, *values.shape[1:])), [at], values)
-        count = aten.sum.default(aten.slice.Tensor(places, 0, n - 1, n)).item()  # the last place (0: none)
+        count = keep.to(torch.int64).sum().item()
         torch._check(count >= 0)
         torch._check(count <= n)
         return out.narrow(0, 0, count), count  # narrow, not a slice: its size is exactly count
@@ -1014,7 +1032,7 @@ def store_lowerings() -> dict:
             torch._check(total >= 0)
         starts = aten.cumsum.default(repeats, 0) - repeats
         marks = aten.index_put.default(repeats.new_zeros(total + 1), [starts], torch.ones_like(repeats), True)
-        return aten.cumsum.default(marks.narrow(0, 0, total), 0) - 1
+        return (aten.cumsum.default(marks.narrow(0, 0, total), 0) - 1).to(repeats.dtype)
 
     def index(self, indices):
         # a boolean mask (x[mask]) is the positions it marks: nonzero's columns, one for each
@@ -1022,13 +1040,13 @@ def store_lowerings() -> dict:
         masks = [i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices]
         if not any(masks):
             return NotImplemented  # integer indices stay as they are (the vocabulary's `index`)
-        if sum(i is not None for i in indices) == 1:  # one mask, the other dims whole
-            at = masks.index(True)
+        at = masks.index(True)
+        if sum(i is not None for i in indices) == 1 and indices[at].dim() > 0:  # one mask, the other dims whole
             mask = indices[at]
             if at == 0 and mask.dim() == self.dim():  # every dim: the kept elements themselves
                 return masked_select(self, mask.to(torch.bool))
             # the mask's dims as one, indexed by its kept positions (no coordinates to build)
-            rows = self.reshape(*self.shape[:at], -1, *self.shape[at + mask.dim():])
+            rows = self.flatten(at, at + mask.dim() - 1)
             return aten.index.Tensor(rows, [None] * at + [flat_positions(mask)[0]])
         out = []
         for i, masked in zip(indices, masks):

@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterator
 
-from .capture import BRANCH_CHECK, CaptureError
+from .capture import CaptureError
 from .errors import describe_exception
 from .policy.builtin import LIBRARY, PYTORCH, BuiltinPolicy, Candidate, first_choices
 from .policy.compose import Foreign
@@ -149,9 +149,6 @@ class Search:
         self.notes: list[str] = []
         self.fallbacks: list[str] = []  # fragments a plan left to PyTorch, and why
         self._unplanned = ""  # why the last plan could not be assembled
-        # a plan failed on a branch check (`capture.Check`): the branch is the capture's, so every
-        # plan from it takes the same way, and the built-in plans stop there
-        self._branched = ""
         self.best: tuple[str, str, str, Verdict] | None = None  # (source, plan, policy, verdict)
         self.started = time.monotonic()
         self.cuda = verifier.device == "cuda"
@@ -194,8 +191,7 @@ class Search:
         yield from (e for e in strict.run() if e.kind != "done")
         first = strict.result
         left = self.config.budget_s - first.seconds
-        # (a plan that failed on a branch fails so in mixed mode too: the branch is the capture's)
-        if first.correct or self.cancel.is_set() or left <= 0 or strict._branched:
+        if first.correct or self.cancel.is_set() or left <= 0:
             self.result = first
             yield Event("done", {"result": first})
             return
@@ -266,7 +262,7 @@ class Search:
             verdict = None
             if builtin:  # 1. the plan as first written, verified whole
                 verdict = yield from self._plan(program, frags, first, cut, cut_index)
-                if self._settled() or self._branched:
+                if self._settled():
                     return
                 refinable = (self.models and self._models_per_fragment) or any(len(o) > 1 for o in options.values())
                 if (verdict is not None and verdict.correct and not refinable) or self._exhausted():
@@ -294,8 +290,6 @@ class Search:
             choices = {i: fragment_choice[t.key] for i, t in tasks.items()}
             if any(choices.get(i, first[i]) != first[i] for i in first):
                 yield from self._plan(program, frags, {**first, **choices}, cut, cut_index)
-            if self._branched:
-                return
 
     def _at_once(self, jobs: list) -> Iterator[Event]:
         """Run generator jobs (each a callable returning a generator of events and a result),
@@ -489,10 +483,6 @@ class Search:
                 yield Event("status", {"message": note})
         verdict = yield from self._builtin_attempt(self.problem, cand, WHOLE)
         yield from self._consider(cand.source, cand.description, cand.policy, verdict)
-        if not verdict.correct and any(BRANCH_CHECK in r for r in verdict.reasons):
-            self._branched = verdict.summary
-            yield Event("status", {"message": "the verifier's inputs take a branch on tensor values the other way "
-                                              "than the example inputs did: no other plan of this capture can differ"})
         return verdict
 
     def _consider(self, source: str, plan: str, policy: str, verdict: Verdict) -> Iterator[Event]:

@@ -146,3 +146,16 @@ def test_a_branch_on_a_constant_stays_a_constant():
             return x * 2 if self.doubled.any() else x
 
     assert record_reads(M(), [torch.ones(3)]) == [True]
+
+
+def test_a_mask_written_in_place_from_the_inputs_is_checked_not_constant():
+    from drtriton.capture import Branch, record_reads
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            m = torch.zeros(x.shape[0], dtype=torch.bool)
+            m[:] = x[:, 0] > 0
+            return x * 2 if m.any() else x
+
+    reads = record_reads(M(), [torch.ones(3, 2)])
+    assert len(reads) == 1 and isinstance(reads[0], Branch) and reads[0].taken is True

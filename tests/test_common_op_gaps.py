@@ -116,6 +116,10 @@ CASES = [
     ("torch.repeat_interleave(x, (x > 0).long() * 2) + 1", "torch.tensor([-1.0, 2.0, -3.0, 0.5, 1.5, -0.5])",
      "index_put"),
     ("x.repeat_interleave((x.sum(0) > 0).long() + 1, dim=1)", "torch.randn(2, 5)", "index_put"),
+    # the positions in the repeats' dtype (int32 here), as PyTorch returns them
+    ("torch.repeat_interleave((x.abs() * 2).int()) * 3", "torch.randn(7)", "index_put"),
+    # selections of selections: a count of a data-dependent size
+    ("torch.nonzero(x[x > 0.0] > 0.5) * 2", "torch.randn(6, 5)", "index_put"),
     # pairwise distances: the broadcast differences' p-norm (p = 2 past 25 rows is PyTorch's
     # matrix-product form, rounded otherwise), p = 1, inf, 0 (a count) and a fraction
     ("torch.cdist(x, x[:, :4] + 1.0)", "torch.randn(2, 30, 6)", "sum"),

@@ -217,13 +217,12 @@ IN_PLACE = textwrap.dedent('''
 
 
 def test_a_branch_on_data_gets_a_clear_message(cpu_verifier):
-    # traced as the example inputs went (`capture.Check`): the verifier's inputs go both ways, the
-    # first plan fails on the check, and no other plan is tried (each would fail the same way)
+    # traced as the example inputs went (`capture.Check`): the verifier's inputs go both ways and
+    # the plans fail on the check, which names the line
     result, _ = convert(cpu_verifier, UNTRACEABLE)
     assert not result.correct
     assert "forward branched on tensor values" in result.reason and "`if x.sum() > 0:" in result.reason
     assert "go the other way" in result.reason
-    assert len([a for a in result.attempts if a.fragment == "whole module"]) == 1, result.attempts
 
 
 def test_uncovered_operators_run_as_pytorch_fragments_in_mixed_mode(cpu_verifier):

@@ -43,7 +43,7 @@ def _drop_unused(g: Graph) -> None:
     """Remove views nothing reads any more (the transpose of a weight a fold no longer
     multiplies). Views only: they compute nothing, and no in-place operator is among them."""
     while True:
-        used = set(g.outputs) | {v for n in g.nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
+        used = set(g.roots()) | {v for n in g.nodes for v in value_refs(n.args) + value_refs(list(n.kwargs.values()))}
         dead = [n for n in g.nodes if n.target in VIEWS and n.op is None and not n.mutates
                 and not any(o in used for o in n.outputs)]
         if not dead:
@@ -99,7 +99,7 @@ def _fold(g: Graph, red: Node) -> Node | None:
     producer, users = g.producer(), g.users()
 
     def only_use(value: str, node: Node) -> bool:
-        return value not in g.outputs and [u.name for u in users.get(value, [])] == [node.name]
+        return value not in g.roots() and [u.name for u in users.get(value, [])] == [node.name]
 
     # red <- scales <- the linear operator, each value used once
     chain: list[Node] = []
