@@ -254,7 +254,6 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     converted at batch 1 then takes other batch sizes). `batch`: the inputs whose leading size
     must stay symbolic; export failing, or fixing one of them to a number, is then an error (the
     caller traces another way) instead of a static trace."""
-
     import torch.fx.experimental._config as fx_config
 
     from drtriton.masked_update import push_elementwise_into_masked_updates
@@ -382,13 +381,11 @@ def record_reads(model, inputs: list) -> list:
                                        "of a tensor): control flow on data cannot be traced")
                 reads.append(out)
                 return out
-            written = [args[0]] if args and isinstance(args[0], torch.Tensor) and _writes_first(func, kwargs) else []
+            written = [args[0]] if args and isinstance(args[0], torch.Tensor) and _writes_first(func) else []
             written += [t for t in tree_leaves(kwargs.get("out")) if isinstance(t, torch.Tensor)]
+            # (m[:] = x > 0: m now follows the inputs, and `derived` wins over `constant`)
             seen = derived if from_inputs else constant
             seen.update({id(t): t for t in tree_leaves(out) + written if isinstance(t, torch.Tensor)})
-            if from_inputs:  # (m[:] = x > 0: m now follows the inputs)
-                for t in written:
-                    constant.pop(id(t), None)
             return out
 
     def branch(t, bool_of):
@@ -408,7 +405,7 @@ def record_reads(model, inputs: list) -> list:
     return reads
 
 
-def _writes_first(func, kwargs) -> bool:
+def _writes_first(func) -> bool:
     """Whether a torch function writes into its first argument (`x.add_(y)`, `m[:] = v`)."""
     name = getattr(func, "__name__", "")
     return name == "__setitem__" or (name.endswith("_") and not name.endswith("__"))
@@ -989,17 +986,23 @@ def store_lowerings() -> dict:
         else:
             ordered, order = aten.sort.default(flat)
         starts = torch.cat([torch.ones(1, dtype=torch.bool, device=flat.device), ordered[1:] != ordered[:-1]])
-        values, count = compact(starts, ordered)
-        run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
-        empty = torch.zeros(0, dtype=torch.int64, device=flat.device)
-        inverse, counts = empty, empty
+        values, run, counts = runs(starts, ordered, return_counts)
+        inverse = run.new_zeros(0)
         if return_inverse:
             inverse = run if consecutive else aten.index_put.default(torch.zeros_like(run), [order], run)
             inverse = inverse.view(shape)
-        if return_counts:
-            counts = aten.index_put.default(torch.zeros(count, dtype=torch.int64, device=flat.device), [run],
-                                            torch.ones_like(run), True)
         return values, inverse, counts
+
+    def runs(starts, values, return_counts):
+        # the runs `starts` begins (True at each run's first element): the value at each run's
+        # start, compacted; every element's run (a cumsum of the starts); each run's length (ones
+        # summed per run), empty when not asked for, as PyTorch returns it
+        firsts, count = compact(starts, values)
+        run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
+        counts = run.new_zeros(0)
+        if return_counts:
+            counts = aten.index_put.default(run.new_zeros(count), [run], torch.ones_like(run), True)
+        return firsts, run, counts
 
     def unique2(self, sorted=True, return_inverse=False, return_counts=False):
         # sorted=False leaves the order to the implementation: PyTorch's CPU and CUDA kernels sort
@@ -1013,14 +1016,8 @@ def store_lowerings() -> dict:
         rows = self.movedim(dim, 0).reshape(self.shape[dim], -1)
         differs = (rows[1:] != rows[:-1]).any(1) if rows.shape[1] else rows.new_zeros(rows.shape[0] - 1, dtype=torch.bool)
         starts = torch.cat([torch.ones(1, dtype=torch.bool, device=self.device), differs])
-        first, count = compact(starts, torch.arange(starts.shape[0], device=self.device))
-        run = aten.cumsum.default(starts.to(torch.int64), 0) - 1
-        empty = torch.zeros(0, dtype=torch.int64, device=self.device)
-        counts = empty
-        if return_counts:
-            counts = aten.index_put.default(torch.zeros(count, dtype=torch.int64, device=self.device), [run],
-                                            torch.ones_like(run), True)
-        return aten.index_select.default(self, dim, first), run if return_inverse else empty, counts
+        first, run, counts = runs(starts, torch.arange(starts.shape[0], device=self.device), return_counts)
+        return aten.index_select.default(self, dim, first), run if return_inverse else run.new_zeros(0), counts
 
     def repeat_interleave(repeats, output_size=None):
         # the source of each output position (repeat_interleave(x, repeats) is x.index_select of

@@ -134,7 +134,8 @@ def _rms_norm(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[No
         cast = producer.get(_input(square))
         if _input(square) != x and len(users.get(_input(square), [])) == 1:
             inner.append(cast)  # the cast only the square read
-        if any(out in graph.roots() for n in inner for out in n.outputs):
+        roots = graph.roots()
+        if any(out in roots for n in inner for out in n.outputs):
             continue  # the module returns a part (the variance, say): it stays computed
         eps = float(shifted.attrs["value"])
         fused = Node(name=node.name, target="aten.rms_norm.default", args=[{"value": x}, [shape[-1]], None, eps],
@@ -177,7 +178,8 @@ def _attention(graph: Graph, node: Node, producer: dict, users: dict) -> tuple[N
         if mask == scores or not _attention_shapes(graph.values, q, k, v, mask, node.outputs[0]):
             continue
         parts = inner + more + chain
-        if any(out in graph.roots() for n in parts for out in n.outputs):
+        roots = graph.roots()
+        if any(out in roots for n in parts for out in n.outputs):
             return None  # the module returns a part (the weights, say): they stay computed
         operands = [{"value": q}, {"value": k}, {"value": v}, {"value": mask} if mask else None, 0.0, False]
         fused = Node(name=node.name, target="aten.scaled_dot_product_attention.default", args=operands,

@@ -73,7 +73,8 @@ class Program:
         self.graph = graph
         self.rewrites = list(rewrites or [])  # algebraic rewrites applied to the captured graph
         self.values: dict[str, Value] = graph.values
-        self.nodes = live_nodes([n for n in graph.nodes if not n.mutates], graph.roots())
+        self.roots = set(graph.roots())  # what forward must compute: outputs, checked conditions
+        self.nodes = live_nodes([n for n in graph.nodes if not n.mutates], self.roots)
         live = {n.name for n in self.nodes}
         self.users = {v: [u for u in us if u.name in live] for v, us in graph.users().items()}
         self.producer = graph.producer()
@@ -167,7 +168,7 @@ class Program:
 
     def used_outside(self, value: str, inside: set[str]) -> bool:
         """Whether `value` is needed by a node outside `inside` (names) or is a graph output."""
-        if value in self.graph.roots():
+        if value in self.roots:
             return True
         return any(u.name not in inside for u in self.users.get(value, []) if not u.mutates)
 

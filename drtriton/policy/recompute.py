@@ -253,7 +253,7 @@ def recomputed_nodes(program) -> set[str]:
     """The names of the nodes recomputed by the kernels that read them (see the module's doc)."""
     kinds = _Kinds(program)
     recomputed = {n.name for n in program.nodes if n.outputs and n.outputs[0] in kinds.candidate}
-    outputs = set(program.graph.roots())
+    outputs = program.roots
     changed = bool(recomputed)
     while changed:  # dropping a node may leave its inputs or its users unable to recompute
         before = set(recomputed)

@@ -55,6 +55,12 @@ CHUNK_QUANTUM = 2048
 TOTALS_TILE = 64
 
 
+def _tile_sizes(xs: list, axis: int) -> tuple[int, int, int]:
+    """X viewed as (O, R, I) along `axis`, for choosing tiles (a data-dependent size as a long one)."""
+    ex = example_sizes(xs)
+    return math.prod(ex[:axis]), ex[axis], math.prod(ex[axis + 1:])
+
+
 def configs(program: Program, frag: Fragment) -> list[dict]:
     return [{}]
 
@@ -91,7 +97,7 @@ def absorb_flips(program: Program, frags: list[Fragment]) -> list[Fragment]:
             dropped.add(id(before))
         last = frag.nodes[-1].outputs[0]
         users = [u for u in program.users.get(last, []) if not u.mutates]
-        if len(users) == 1 and last not in program.graph.roots():
+        if len(users) == 1 and last not in program.roots:
             after = lone_flip(users[0], axis)
             if after is not None:
                 frag.nodes.append(after.nodes[0])
@@ -198,8 +204,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     body += [f"    {line}" for line in loop]
 
     # block shapes: a strip of 64 columns when the axis is not the last one, else the axis alone
-    ex = example_sizes(xs)
-    O, R, I = math.prod(ex[:axis]), ex[axis], math.prod(ex[axis + 1:])
+    O, R, I = _tile_sizes(xs, axis)
     if I > 1:
         tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
                  for r, i, w in ((32, 64, 4), (16, 128, 4), (64, 32, 4))]
@@ -319,8 +324,7 @@ def _emit_indexed(program: Program, frag: Fragment, names: Names, device: str) -
     loop += epi.emit(IndexSpace(rank, "offs", "mask", sizes), env)
     loop += [f"tl.store({o}_out + offs, {env[v]}, mask=mask)" for o, v in zip(outs, stores)]
     body += [f"    {line}" for line in loop]
-    ex = example_sizes(xs)
-    O, R, I = math.prod(ex[:axis]), ex[axis], math.prod(ex[axis + 1:])
+    O, R, I = _tile_sizes(xs, axis)
     if I > 1:
         tiles = [{"BLOCK_R": min(pow2(R), r), "BLOCK_I": min(pow2(I), i), "num_warps": w}
                  for r, i, w in ((32, 64, 4), (16, 128, 4))]

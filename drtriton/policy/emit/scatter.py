@@ -189,7 +189,7 @@ def writable(program: Program, node, x: str) -> bool:
         return False
     user, v = node, x
     while True:
-        if v in program.graph.roots() or any(u is not user for u in program.users.get(v, []) if not u.mutates):
+        if v in program.roots or any(u is not user for u in program.users.get(v, []) if not u.mutates):
             return False
         prod = program.producer.get(v)
         if prod is None:  # an input, a parameter, a constant
