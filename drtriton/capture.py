@@ -682,12 +682,6 @@ def _overload(name: str):
 # -- lowerings of our own: store-side operators PyTorch's tables leave whole, written with the
 # scatter and index_put the vocabulary covers (drtriton.policy.emit.scatter), as Inductor lowers them
 
-def _embedding_bag_result_only(n) -> bool:
-    """Forward reads only `_embedding_bag`'s result (F.embedding_bag drops the other three, whose
-    contents are implementation details: offset2bag, bag sizes, argmax rows)."""
-    return all(u.target is operator.getitem and u.args[1] == 0 for u in n.users)
-
-
 def _on_contiguous_input(n) -> bool:
     """A scatter into a view of its input, lowered to positions in the input's storage: only
     where that storage is the input's own contiguous layout."""
@@ -715,9 +709,7 @@ def _index_put_lowerable(n) -> bool:
     return v.dim() <= x.dim() - mask.dim() + 1
 
 
-_LOWERABLE = {"aten._embedding_bag.default": _embedding_bag_result_only,
-              "aten.index_put.default": _index_put_lowerable,
-              "aten._embedding_bag_forward_only.default": _embedding_bag_result_only,
+_LOWERABLE = {"aten.index_put.default": _index_put_lowerable,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
@@ -735,13 +727,6 @@ _OURS_FIRST = {"aten.index_put.default", "aten.adaptive_max_pool2d.default", "at
 def store_lowerings() -> dict:
     """aten operator -> a decomposition into operators the vocabulary covers:
 
-    - `_embedding_bag` (nn.EmbeddingBag, F.embedding_bag; `_forward_only` where no weight needs a
-      gradient): each index's bag from the offsets (a
-      mark at every bag's start after the first, added with index_put, then a cumsum), the rows
-      looked up (embedding), weighted (per_sample_weights), then summed into their bag
-      (index_put with accumulate) or maxed (scatter_reduce amax); mean divides by the bag's
-      count (at least 1: an empty bag is 0, as in PyTorch). Rows of padding_idx, and indices past
-      the last offset with include_last_offset, go to a spare row dropped at the end.
     - `index_reduce`: scatter_reduce with the index broadcast along the other axes.
     - `put`: index_put on the flat tensor.
     - `masked_scatter`: the source position of each masked element from a cumsum of the mask,
@@ -765,34 +750,6 @@ def store_lowerings() -> dict:
     import torch
 
     aten = torch.ops.aten
-
-    def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                      per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-        n, dim = indices.shape[0], weight.shape[1]
-        bags = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
-        starts = aten.slice.Tensor(offsets, 0, 1)  # offsets[0] is 0 (PyTorch checks it)
-        marks = aten.index_put.default(indices.new_zeros(n + 1, dtype=torch.int64), [starts],
-                                       indices.new_ones(starts.shape, dtype=torch.int64), True)
-        bag = aten.cumsum.default(aten.slice.Tensor(marks, 0, 0, n), 0)
-        spare = include_last_offset or padding_idx >= 0  # a row for what no bag takes
-        if padding_idx >= 0:
-            bag = torch.where(indices != padding_idx, bag, bags)
-        rows = aten.embedding.default(weight, indices)
-        if per_sample_weights is not None:
-            rows = rows * per_sample_weights.unsqueeze(1)
-        size = bags + 1 if spare else bags
-        if mode == 2:  # max: an empty bag stays 0
-            out = aten.scatter_reduce.two(weight.new_zeros(size, dim), 0, bag.unsqueeze(1).expand(n, dim), rows,
-                                          "amax", include_self=False)
-        else:
-            out = aten.index_put.default(weight.new_zeros(size, dim), [bag], rows, True)
-            if mode == 1:
-                count = aten.index_put.default(weight.new_zeros(size), [bag], weight.new_ones(n), True)
-                out = out / torch.clamp(count, min=1.0).unsqueeze(1)
-        if spare:
-            out = aten.slice.Tensor(out, 0, 0, bags)
-        # forward reads only the result (_LOWERABLE): the others are placeholders of their shapes
-        return (out, bag, offsets.new_zeros(bags), offsets.new_zeros((bags, dim) if mode == 2 else bags))
 
     def index_reduce(self, dim, index, source, reduce, include_self=True):
         if self.dim() == 0:
@@ -1095,8 +1052,7 @@ def store_lowerings() -> dict:
             src = aten._to_copy.default(src, dtype=self.dtype)
         return aten.clone.default(src.expand(self.shape))
 
-    return {aten._embedding_bag.default: embedding_bag, aten._embedding_bag_forward_only.default: embedding_bag,
-            aten.index_reduce.default: index_reduce,
+    return {aten.index_reduce.default: index_reduce,
             aten.copy.default: copy,
             aten.put.default: put, aten.masked_scatter.default: masked_scatter,
             aten.adaptive_max_pool2d.default: adaptive_max_pool,

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from drtriton.ops import Operator
+from drtriton.ops.indexing import offsets_source
 from drtriton.ops.shape import ConcreteContext, ShapeError
 
 MAX_SIZE = 5
@@ -88,6 +89,9 @@ def torch_inputs(case: Case):
             src, axis = slot.index_of
             high = case.shapes[src][axis] if len(case.shapes[src]) > axis else 1
             tensors.append(torch.randint(0, max(high, 1), tuple(shape)))
+        elif slot.domain == "offsets":
+            src, axis = slot.index_of
+            tensors.append(eval(offsets_source(case.shapes[src][axis], shape), {"torch": torch}))  # noqa: S307
         elif slot.domain == "positive":
             tensors.append(torch.rand(tuple(shape)) + 0.5)
         elif slot.domain in ("unit", "probability"):

@@ -175,8 +175,91 @@ def test_interpolation_merges_into_the_convolution_epilogue(cpu_verifier):
 
 
 def test_a_position_embedding_is_read_in_the_sum(cpu_verifier):
-    cand = check(cpu_verifier, GPT_POSITIONS, ["embedding"])
+    """Both tables are read in the sum's kernel: the positions computed, the token ids loaded
+    where each element needs its row (no embedding stored first)."""
+    cand = check(cpu_verifier, GPT_POSITIONS, ["add"])
     assert "torch.arange" not in cand.source and len(cand.plan) == 1, cand.plan
+
+
+BERT_EMBEDDINGS = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.word = nn.Embedding(50, 16)
+        self.position = nn.Embedding(32, 16)
+        self.token_type = nn.Embedding(2, 16)
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, ids, types):
+        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        return self.norm(self.word(ids) + self.position(pos) + self.token_type(types))
+
+
+def get_inputs():
+    return [torch.randint(0, 50, (1, 12)), torch.randint(0, 2, (1, 12))]  # (a batch of 1: the verifier doubles it)
+
+
+def get_init_inputs():
+    return []
+'''
+
+# tables read through stored ids (token embeddings, rows picked by an index tensor) in the kernel
+# of their elementwise reader: Inductor's indirect loads
+STORED_INDEX = [
+    "torch.tanh(F.embedding(i, self.w)) * 2.0",
+    "F.layer_norm(F.embedding(i, self.w) * 4.0, (8,))",
+    "torch.index_select(self.w, 0, i.flatten()) + self.w[i.flatten()] * 0.5",
+]
+
+
+@pytest.mark.parametrize("expr", STORED_INDEX)
+def test_a_table_read_through_stored_ids_is_read_in_the_kernel(cpu_verifier, expr):
+    cand = check(cpu_verifier, source(expr, "torch.randint(0, 10, (6, 5))", args="i",
+                                      init="self.w = nn.Parameter(torch.randn(10, 8))"), [])
+    assert len(cand.plan) == 1 and "embedding" not in cand.plan[0] and "index" not in cand.plan[0], cand.plan
+
+
+# reductions and softmax computing their input as they load it: rows read through ids, positions
+READ_BY_REDUCTIONS = [
+    ("F.embedding(i, self.w).mean(dim=1)", "torch.randint(0, 10, (6, 5))", "i"),  # bag-of-words pooling
+    ("torch.softmax(self.w[i], -1)", "torch.randint(0, 10, (6, 5))", "i"),
+    ("F.interpolate(x, scale_factor=2, mode='bilinear').sum(dim=(2, 3))", "torch.randn(2, 3, 5, 4)", "x"),
+    ("torch.amax(F.embedding(i, self.w), dim=-1)", "torch.randint(0, 10, (6, 5))", "i"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", READ_BY_REDUCTIONS, ids=[c[0] for c in READ_BY_REDUCTIONS])
+def test_a_reduction_computes_its_recomputed_input_as_it_loads_it(cpu_verifier, expr, inputs, args):
+    cand = check(cpu_verifier, source(expr, inputs, args=args, init="self.w = nn.Parameter(torch.randn(10, 8))"), [])
+    assert len(cand.plan) == 1, cand.plan
+
+
+def test_a_reduction_over_reordered_dims_keeps_its_input_stored():
+    """Non-adjacent reduced dims are copied into order first: that copy reads a stored tensor."""
+    _, graph, _ = capture(source("F.embedding(i, self.w).sum(dim=(0, 2))", "torch.randint(0, 10, (6, 5))",
+                                 args="i", init="self.w = nn.Parameter(torch.randn(10, 8))"))
+    assert "embedding" in [f.label for f in Program(graph).fragments()]
+
+
+def test_bert_embeddings_are_one_kernel(cpu_verifier):
+    """Word, position and token-type rows summed in the layer norm's prologue, at two batch sizes."""
+    problem, cand = first_candidate(BERT_EMBEDDINGS)
+    assert len(cand.plan) == 1 and cand.plan[0].endswith("layer_norm: Triton"), cand.plan
+    verdict = cpu_verifier.verify(problem, cand.source, mode="strict")
+    assert verdict.correct and len(verdict.shapes_checked) == 2, (verdict.summary, verdict.flags)
+
+
+def test_ids_read_by_a_template_that_cannot_load_them_are_stored():
+    """A matmul reads the embedding as its operand: the lookup keeps its own kernel."""
+    _, graph, _ = capture(source("F.embedding(i, self.w) @ torch.ones(8, 3, device=i.device)",
+                                 "torch.randint(0, 10, (6, 5))", args="i",
+                                 init="self.w = nn.Parameter(torch.randn(10, 8))"))
+    program = Program(graph)
+    assert "embedding" in [f.label for f in program.fragments()]
 
 
 def test_a_wrongly_shaped_input_gets_a_clear_error(tmp_path):

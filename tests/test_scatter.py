@@ -135,39 +135,6 @@ def test_scatter_among_elementwise_ops(cpu_verifier):
                                SCATTER_INPUTS, "x, i, s"), ["scatter, tanh, mul_scalar"])
 
 
-BAG = "torch.randint(0, 10, (12,)), torch.tensor([0, 3, 3, 7])"  # an empty bag among them
-
-
-@pytest.mark.parametrize("init,inputs,args,call", [
-    ("nn.EmbeddingBag(10, 5, mode='mean')", BAG, "i, o", "i, o"),
-    ("nn.EmbeddingBag(10, 5, mode='max')", BAG, "i, o", "i, o"),
-    ("nn.EmbeddingBag(10, 5, mode='sum')", BAG + ", torch.rand(12)", "i, o, w", "i, o, per_sample_weights=w"),
-    ("nn.EmbeddingBag(10, 5, mode='mean', padding_idx=2)", BAG, "i, o", "i, o"),
-    ("nn.EmbeddingBag(10, 5, mode='sum', include_last_offset=True)", "torch.randint(0, 10, (12,)), "
-     "torch.tensor([0, 3, 3, 7, 12])", "i, o", "i, o"),
-])
-def test_embedding_bag(cpu_verifier, init, inputs, args, call):
-    # per-sample weights: their product runs in the lookup's kernel (the weights' view runs first)
-    lookup = "embedding, mul" if "per_sample_weights" in call else "embedding"
-    check(cpu_verifier, source(f"self.bag({call})", inputs, args, init=f"self.bag = {init}"), [lookup],
-          second=False)
-
-
-def test_functional_embedding_bag_without_gradients(cpu_verifier):
-    """F.embedding_bag of a weight that needs no gradient (a plain tensor, inference) traces to
-    _embedding_bag_forward_only (OpInfo's sample): lowered as nn.EmbeddingBag's _embedding_bag."""
-    check(cpu_verifier, source("F.embedding_bag(i, w, o, mode='sum', per_sample_weights=s)",
-                               "torch.randn(10, 5), " + BAG + ", torch.rand(12)", "w, i, o, s"), ["embedding, mul"],
-          second=False)
-
-
-@pytest.mark.parametrize("mode", ["sum", "max"])
-def test_embedding_bag_of_fixed_length_bags(cpu_verifier, mode):
-    """2-D input (bags of one length): the batch halves on the second configuration."""
-    check(cpu_verifier, source("self.bag(i)", "torch.randint(0, 10, (6, 3))", "i",
-                               init=f"self.bag = nn.EmbeddingBag(10, 5, mode={mode!r})"), ["embedding"])
-
-
 def test_what_has_no_atomic_stays_pytorch(cpu_verifier):
     """prod (no atomic multiply) is Unsupported in strict mode; mixed mode keeps it in PyTorch and
     the rest in Triton."""

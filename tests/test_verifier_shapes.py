@@ -214,6 +214,14 @@ def get_init_inputs():
     # token ids or positions along another axis are not batch indices: halved as usual
     ids = runtime("torch.randn(6, 5), torch.randint(10, 20, (6, 5))")
     assert ids.make_other_inputs(7)[2:] == (6, 3)
+    # segment bounds over the batch (sorted offsets from 0, past the halved batch): kept whole they
+    # would bound segments past its end, which PyTorch reads without a check
+    bounds = runtime("torch.randn(6, 5), torch.tensor([0, 2, 2, 6])")
+    assert bounds.make_other_inputs(7) == "an integer input may bound segments of the batch (sorted offsets up to 6)"
+    within = runtime("torch.randn(6, 5), torch.tensor([0, 1, 3])")  # inside the halved batch: halved as usual
+    assert within.make_other_inputs(7)[2:] == (6, 3)
+    unsorted = runtime("torch.randn(6, 5), torch.tensor([0, 5, 2, 4])")  # not bounds: halved as usual
+    assert unsorted.make_other_inputs(7)[2:] == (6, 3)
 
 
 def test_shapes_checked_round_trip_and_old_verdicts_still_load():

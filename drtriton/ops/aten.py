@@ -743,6 +743,46 @@ def _embedding(node, values):
     return ("embedding", {}) if len(_shape(values, a["weight"])) == 2 and _is_tensor(a["indices"]) else None
 
 
+#: an empty segment's value where no initial is given (aten.segment_reduce's)
+_EMPTY_SEGMENT = {"sum": 0.0, "mean": math.nan, "max": -math.inf, "min": math.inf, "prod": 1.0}
+
+
+def _segment_reduce(node, values):
+    """torch.segment_reduce with lengths or offsets (not the deprecated indices), any axis, an
+    optional initial value (it starts every segment's reduction: an empty segment is it)."""
+    a = _args(node, ["data", "reduce"], {"lengths": None, "indices": None, "offsets": None, "axis": 0,
+                                         "unsafe": False, "initial": None})
+    bounds = a["offsets"] if a["lengths"] is None else a["lengths"]
+    reduce, initial = a["reduce"], a["initial"]
+    if not (_is_tensor(a["data"]) and _is_tensor(bounds)) or a["indices"] is not None or reduce not in _EMPTY_SEGMENT:
+        return None
+    if initial is not None and not isinstance(initial, (int, float)):
+        return None
+    rank = len(_shape(values, a["data"]))
+    if len(_shape(values, bounds)) != int(a["axis"]) % rank + 1:
+        return None  # (bounds per row of the axes before: PyTorch's layout)
+    initial = None if initial is None else float(initial)
+    return "segment_reduce", {"reduce": reduce, "initial": initial, "axis": int(a["axis"]) % rank,
+                              "empty": _EMPTY_SEGMENT[reduce] if initial is None else initial,
+                              "offsets_end": a["lengths"] is None, "padding_idx": None}
+
+
+def _embedding_bag(node, values):
+    """nn.EmbeddingBag (F.embedding_bag): each bag's rows read from the table through the indices,
+    summed, averaged or maxed (an empty bag is 0); rows at padding_idx left out, counts too."""
+    a = _args(node, ["weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse",
+                     "per_sample_weights", "include_last_offset", "padding_idx"],
+              {"mode": 0, "per_sample_weights": None, "include_last_offset": False, "padding_idx": -1})
+    if not all(_is_tensor(a[k]) for k in ("weight", "indices", "offsets")) or a["mode"] not in (0, 1, 2):
+        return None
+    if len(_shape(values, a["weight"])) != 2 or len(_shape(values, a["indices"])) != 1:
+        return None
+    padding = a["padding_idx"]
+    return "segment_reduce", {"reduce": ("sum", "mean", "max")[a["mode"]], "initial": None, "axis": 0, "empty": 0.0,
+                              "offsets_end": bool(a["include_last_offset"]),
+                              "padding_idx": padding if isinstance(padding, int) and padding >= 0 else None}
+
+
 # -- the store side: scatter and index_put (drtriton.policy.emit.scatter) ----------------------
 
 #: scatter_reduce's names for its reductions, and scatter(reduce=...)'s older ones
@@ -870,6 +910,8 @@ MATCHERS: dict[str, Callable] = {
     "aten.bucketize.Tensor": _bucketize, "aten.searchsorted.Tensor": _searchsorted,
     "aten.index_select.default": _indexed("index_select"), "aten.gather.default": _indexed("gather"),
     "aten.embedding.default": _embedding,
+    "aten.segment_reduce.default": _segment_reduce, "aten._embedding_bag.default": _embedding_bag,
+    "aten._embedding_bag_forward_only.default": _embedding_bag,
     "aten.constant_pad_nd.default": _constant_pad,
     "aten.index.Tensor": _advanced_index, "aten._unsafe_index.Tensor": _advanced_index,
     "aten.scatter.src": _scatter, "aten.scatter.value": _scatter, "aten.scatter.reduce": _scatter,

@@ -1,9 +1,11 @@
 """Indexing and data movement: each output element is one element of an input, found from its
 position (cat, stack, flip, constant_pad) or through an index tensor (index_select, gather, embedding),
 or a bucket found by a binary search (bucketize);
+a reduction over runs of rows whose bounds are data (segment_reduce, and EmbeddingBag as one: the
+rows it reduces read from its table through the indices);
 and the store side, where an index tensor says where each element of a source goes (scatter,
 scatter_add, scatter_reduce, index_put, and what lowers to them: index_add, index_copy,
-index_fill, index_reduce, put, max_unpool, EmbeddingBag).
+index_fill, index_reduce, put, max_unpool).
 
 What real models are made of around their matrix products: token embeddings, the halves of a
 rotary embedding put back together, an upsampling's source pixels, a padded border, an LSTM's gates stacked over time, top-k routing. One
@@ -15,6 +17,8 @@ describe the two-input forms synthesis would use. Not drawn by synthesis: their 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from drtriton.ops.operator import Choice, Operator, Slot
 from drtriton.ops.ranges import UNBOUNDED
@@ -147,6 +151,75 @@ def _bucketize_rule(ctx, dims, attrs):
     return list(a), ctx.mul(*a)
 
 
+def _segment_rule(ctx, dims, attrs):
+    """segment_reduce(x, reduce, offsets=o) along axis 0: o holds S + 1 bounds, from 0 to x's rows;
+    the result is S rows of x's other axes."""
+    x, offsets = dims
+    ctx.require(len(offsets) == 1, "segment_reduce: offsets must be 1 dimension")
+    ctx.require(offsets[0] >= 2, "segment_reduce: offsets hold at least one segment's bounds")
+    out = [offsets[0] - 1] + list(x[1:])
+    return out, ctx.mul(*x)
+
+
+def _segment_range(ranges, attrs):
+    """Sums and products are unbounded; extrema and means stay between the input's bounds and
+    the initial value (an empty segment's)."""
+    if attrs["reduce"] in ("sum", "prod"):
+        return UNBOUNDED
+    lo, hi = ranges[0]
+    init = attrs.get("initial")
+    return (lo, hi) if init is None else (min(lo, init), max(hi, init))
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The tensors of a captured segment reduction, as value names: `data` holds the rows (its
+    table, for EmbeddingBag); `offsets` each segment's first element (`offsets_end` in attrs: with
+    the last one's end after them, else the end is the element count) or `lengths` each
+    segment's length; `indices`: the row of `data` each element reads (EmbeddingBag), else the
+    element's own; `weights`: a factor per element."""
+
+    data: str
+    offsets: str | None = None
+    lengths: str | None = None
+    indices: str | None = None
+    weights: str | None = None
+
+    @property
+    def bounds(self) -> str:
+        return self.offsets or self.lengths
+
+
+def segments_of(node) -> Segments:
+    """The operands of a `segment_reduce` node: aten.segment_reduce's (data, reduce, lengths= or
+    offsets=), or aten._embedding_bag's (weight, indices, offsets, ..., per_sample_weights)."""
+    def name(a):
+        return a["value"] if isinstance(a, dict) and "value" in a else None
+
+    if node.target.startswith("aten._embedding_bag"):
+        args = list(node.args) + [None] * 9
+        return Segments(data=name(args[0]), offsets=name(args[2]), indices=name(args[1]),
+                        weights=name(node.kwargs.get("per_sample_weights", args[6])))
+    return Segments(data=name(node.args[0]), offsets=name(node.kwargs.get("offsets")),
+                    lengths=name(node.kwargs.get("lengths")))
+
+
+def offsets_source(count, shape, end: bool = True, lengths: bool = False) -> str:
+    """A PyTorch expression drawing valid segment bounds over `count` elements (a number or an
+    expression), `shape` the bounds' shape: sorted offsets from 0 (to `count` as the last with
+    `end`), or, with `lengths`, lengths that sum to `count`. Random integers would not do: a
+    segment past the data reads past it (PyTorch does not check)."""
+    *lead, k = shape
+    k = k + 1 if lengths else k
+    inner = k - 2 if end or lengths else k - 1
+    parts = [f"torch.zeros({', '.join(map(str, [*lead, 1]))}, dtype=torch.int64)",
+             f"torch.randint(0, {count} + 1, ({', '.join(map(str, [*lead, max(inner, 0)]))},)).sort(-1).values"]
+    if (end or lengths) and k >= 2:
+        parts.append(f"torch.full(({', '.join(map(str, [*lead, 1]))},), {count})")
+    offsets = f"torch.cat([{', '.join(parts)}], -1)"
+    return f"torch.diff({offsets})" if lengths else offsets
+
+
 def _op(name, slots, rule, torch_template, description, attrs, fns, methods=(), value_range=None, same_rank=False,
         out_dtype="float32"):
     return Operator(name=name, category="indexing", slots=slots, rule=rule, torch_template=torch_template,
@@ -190,6 +263,14 @@ OPERATORS = (
         "the bucket of each element among sorted boundaries: the first boundary >= it (> it with right)",
         (Choice("out_int32", (False,)), Choice("right", (False, True))), ("torch.bucketize",),
         value_range=lambda ranges, attrs: (0.0, float("inf")), out_dtype="int64"),
+    # rows reduced per segment, the segments' bounds data (drtriton.policy.emit.segment); captured
+    # also from nn.EmbeddingBag, whose segments are bags of rows read from its table, and with
+    # lengths, any axis, an initial value
+    _op("segment_reduce", (Slot("input", (1, 2, 3)), Slot("offsets", (1,), domain="offsets", index_of=(0, 0))),
+        _segment_rule, "torch.segment_reduce({x}, {reduce}, offsets={y}, initial={initial})",
+        "rows reduced per segment, the segments given by their bounds (offsets) or lengths",
+        (Choice(("reduce", "initial"), (("sum", 0.0), ("mean", 0.0), ("max", 0.0), ("min", 0.0), ("prod", 1.0))),),
+        ("torch.segment_reduce", "torch.nn.functional.embedding_bag"), value_range=_segment_range),
     # the store side (drtriton.policy.emit.scatter): captured with any dim and any index tensors
     _op("scatter", (Slot("input", _RANKS), Slot("index", _RANKS, domain="index", index_of=(0, 0)), Slot("src", _RANKS)),
         _scatter_rule, _scatter_template,

@@ -31,8 +31,13 @@ ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 #: booleans, torch.rand > 0.5 (where's condition, logical operators); above_one: torch.rand + 1
 #: (acosh's argument; no glue maps into it, so its operators are not drawn); probability: torch.rand,
 #: and no other value ever (ndtri's argument: open (0, 1); not drawn either); integer: torch.randint
-#: of both signs, int64 (the bitwise operators; not drawn).
-DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one", "probability", "integer")
+#: of both signs, int64 (the bitwise operators; not drawn); offsets: where each segment of the
+#: slot `index_of` names starts, sorted, from 0 to that size (segment_reduce; never fed by another
+#: operator, as index).
+DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one", "probability", "integer",
+                            "offsets")
+#: domains whose tensors are drawn fresh for their slot, never another operator's result
+FRESH_ONLY: tuple[str, ...] = ("index", "offsets")
 
 RuleFn = Callable[[ShapeContext, list, Mapping[str, Any]], tuple[list, Dim]]
 Template = Union[str, Callable[[Mapping[str, Any]], str]]

@@ -19,7 +19,7 @@ from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported, bound_tuning, sizes_follow_data
 from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, loss, matmul, norms, pool,
-                   pytorch, recurrent, rows, scan, scatter, sort)
+                   pytorch, recurrent, rows, scan, scatter, segment, sort)
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -51,7 +51,8 @@ EMITTERS = {
     "scan": scan,
     "sort": sort,  # order statistics: a row sort per program
     "loss": loss,
-    "indexing": _ByOp(gather, scatter=scatter, index_put=scatter),  # the store side: its own template
+    # the store side and segment reductions: templates of their own
+    "indexing": _ByOp(gather, scatter=scatter, index_put=scatter, segment_reduce=segment),
     "recurrent": recurrent,  # LSTM, GRU, RNN: the sequence walked inside one kernel
     "factorization": factorization,  # LU, Cholesky, triangular solves: a matrix per program
 }

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from ..capture import Graph, Node, Value, renamed_refs
+from ..ops.indexing import offsets_source, segments_of
 from ..problem import Problem, from_source
 from .emit import pytorch
 from .program import Fragment, Program
@@ -53,6 +54,20 @@ def _draw(v: Value, fqn: str | None) -> str:
     return f"torch.randn({shape})"
 
 
+def _segment_draws(program: Program, nodes: list[Node]) -> dict[str, str]:
+    """Draws for the bounds of the segment reductions among `nodes`: valid ones (sorted offsets
+    over the element count, or lengths summing to it)."""
+    draws = {}
+    for n in nodes:
+        if n.op != "segment_reduce":
+            continue
+        seg = segments_of(n)
+        count = program.values[seg.indices].shape[0] if seg.indices else program.values[seg.data].shape[n.attrs["axis"]]
+        shape = program.values[seg.bounds].shape
+        draws[seg.bounds] = offsets_source(count, shape, end=n.attrs["offsets_end"], lengths=seg.lengths is not None)
+    return draws
+
+
 def fragment_task(program: Program, frag: Fragment, parent: Problem) -> FragmentTask:
     inside = {n.name for n in frag.nodes}
     # the index arithmetic it recomputes is part of it (its kernels compute it, so must the problem)
@@ -89,7 +104,8 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
     body = pytorch.emit(sub, Fragment(nodes, None, "torch")).lines
     ret = ", ".join(sub.expr(o) for o in outputs)
     args = ", ".join(["self"] + [names[v] for v in externals])
-    draws = ", ".join(_draw(program.values[v], program.values[v].fqn) for v in externals)
+    special = _segment_draws(program, members)
+    draws = ", ".join(special.get(v) or _draw(program.values[v], program.values[v].fqn) for v in externals)
     source = "\n".join([
         "import torch",
         "import torch.nn as nn",

@@ -197,9 +197,11 @@ class PointwiseBlock:
     """A chain (a small DAG) of elementwise nodes over one output shape."""
 
     def __init__(self, program: Program, nodes: list[Node], shape: list[int], known: set[str] = frozenset(),
-                 reserved: set[str] = frozenset()):
+                 reserved: set[str] = frozenset(), wanted: tuple[str, ...] = ()):
         """`known`: values the template already holds in registers (the anchor's result);
-        `reserved`: kernel parameter names the template uses itself."""
+        `reserved`: kernel parameter names the template uses itself; `wanted`: values the
+        template reads from the block besides what its nodes compute (a reduction's input that
+        is recomputed: the block computes it, with no node of its own)."""
         self.program = program
         self.nodes = nodes
         self.shape = list(shape)
@@ -210,6 +212,7 @@ class PointwiseBlock:
         self.recomputed: list[str] = []
         # sizes computed in forward (x.shape[0] in a traced `/ x.size(0)`): scalar kernel arguments
         self.scalars: list[str] = []
+        self.recomputed += [v for v in wanted if v not in produced and program.is_recomputed(v)]
         for n in nodes:
             for v in program.inputs_of(n):
                 if v in produced or v in known or v in self.operands or v in self.scalars or v in self.recomputed:

@@ -7,6 +7,9 @@ fragments, that is a dozen small kernels storing vectors of a few dozen elements
 one that does the work. As Inductor does, such values are recomputed in each kernel that reads
 them: an `arange` is the element's index along one dimension, a shape-only view maps indices,
 elementwise arithmetic is a line, and advanced indexing at recomputed positions is one load.
+So is a read through stored integer ids (token embeddings, rows picked by an index tensor): the
+id is loaded where the element is, then its row (Inductor's indirect loads), so a BERT's word,
+position and token-type embeddings are summed in the layer norm's prologue, never stored.
 
 The same holds for `cat` read only elementwise (rotary embeddings' `cat((-x2, x1), -1)`,
 concatenated features scaled or added): each element is its branch's input at a shifted index,
@@ -241,7 +244,10 @@ class _Kinds:
             xv = program.values[read.x]
             if None in xv.shape or any(d in xv.symbolic for d in read.indexed):
                 return None
-            if any(self.candidate.get(read.entries[d]) != "position" for d in read.indexed):
+            # positions computed (an arange's arithmetic) or stored (token ids: loaded where the
+            # element is, as Inductor's indirect loads read them)
+            if any(self.candidate.get(read.entries[d]) != "position" and not _stored_index(program, read.entries[d])
+                   for d in read.indexed):
                 return None
             if read.x in self.candidate:  # a table that is itself position arithmetic (linspace)
                 return "position" if self.candidate[read.x] == "position" and _static(out) else None
@@ -266,8 +272,11 @@ def recomputed_nodes(program) -> set[str]:
             if n.name not in recomputed:  # a table of positions is computed there; a cat's
                 continue  # branches may be either)
             read = read_of(program, n)
-            stored = read.x if read is not None and kinds.candidate[n.outputs[0]] == "read" else None
-            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v != stored and n.name not in kinds.shifted]
+            # a read's tensor, and its index tensors, may be stored (loaded where read)
+            stored = {read.x, *(read.entries[d] for d in read.indexed)} \
+                if read is not None and kinds.candidate[n.outputs[0]] == "read" else set()
+            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v not in stored
+                   and n.name not in kinds.shifted]
             if any(not _made_by(program, v, recomputed) for v in ins) or \
                     len(cone(program, [n.outputs[0]], recomputed)) > MAX_CONE:
                 recomputed.discard(n.name)
@@ -284,9 +293,31 @@ def _reads_in_place(program, kinds: _Kinds, user, value: str, recomputed: set[st
         return False  # it came along with a cat that is stored after all: then it is stored too
     if user.op is not None and VOCABULARY[user.op].category in POINTWISE and VOCABULARY[user.op].triton_template is not None:
         return True
-    if kinds.candidate[value] == "position":  # an index tensor the gather template computes
-        return value in _index_arguments(program, user)
-    return False
+    if kinds.candidate[value] == "position" and value in _index_arguments(program, user):
+        return True  # an index tensor the gather template computes
+    return reduction_reads_in_place(program, user, value)
+
+
+#: the rows template's operators (`policy.emit.rows`), which compute their input as they load it
+ROWS_OPS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std", "softmax",
+            "log_softmax"}
+
+
+def reduction_reads_in_place(program, user, value: str) -> bool:
+    """Whether a reduction or softmax reads `value` as its input computed as it loads it (an
+    embedding mean-pooled, an interpolation summed): over adjacent dims of a float tensor of
+    rank >= 1 (other dims are reordered by a copy, which needs the tensor stored)."""
+    if user.op not in ROWS_OPS or not program.inputs_of(user) or program.inputs_of(user)[0] != value:
+        return False
+    v = program.values[value]
+    if not v.shape or v.dtype not in ("torch.float32", "torch.float64"):
+        return False
+    if user.op in ("softmax", "log_softmax"):
+        return True
+    dims = user.attrs.get("dim")
+    dims = [] if dims is None else list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    dims = sorted({d % len(v.shape) for d in dims}) or list(range(len(v.shape)))
+    return dims == list(range(dims[0], dims[-1] + 1))
 
 
 def _index_arguments(program, node) -> list[str]:
@@ -323,6 +354,12 @@ def gathered(program, values: list[str]) -> list[str]:
     return out
 
 
+def _stored_index(program, value: str) -> bool:
+    """An integer tensor of known sizes that no candidate computes: read where it is needed."""
+    v = program.values.get(value)
+    return v is not None and v.dtype in ("torch.int64", "torch.int32") and None not in v.shape
+
+
 def _made_by(program, value: str, recomputed: set[str]) -> bool:
     prod = program.producer.get(value)
     return prod is not None and prod.name in recomputed
@@ -340,7 +377,16 @@ def shape_exprs(program, value: str) -> list[str]:
         xe = program.expr(read.x)
         kept = [f"{xe}.shape[{d}]" for d in range(len(read.entries)) if d not in read.indexed]
         first, b = read.first, read.b
-        return kept[:first] + [str(s) for s in v.shape[first:first + b]] + kept[first:]
+        block = [str(s) for s in v.shape[first:first + b]]
+        for j in range(b):  # a symbolic one from an index tensor varying along it (aligned right)
+            if first + j in v.symbolic:
+                for e in (read.entries[d] for d in read.indexed):
+                    ev = program.values[e]
+                    k = j - (b - len(ev.shape))
+                    if k >= 0 and (ev.shape[k] != 1 or k in ev.symbolic):
+                        block[j] = size_source(program, e, k)
+                        break
+        return kept[:first] + block + kept[first:]
     rank = len(v.shape)
     out = []
     ins = [a for a in program.inputs_of(node) if program.is_tensor(a)]
@@ -504,11 +550,10 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
         out = sizes[node.outputs[0]]  # (every node reading a stored tensor has its sizes)
         read = read_of(program, node)
         if read is not None and read.x == x:
-            kept = [d for d in range(len(xv.shape)) if d not in read.indexed]
-            for j, d in enumerate(kept):
-                o = j if j < read.first else j + read.b
-                want.append((d, "1" if xv.shape[d] == 1 and d not in xv.symbolic else out[o]))
-            want += [(d, str(xv.shape[d])) for d in read.indexed]
+            want += enumerate(_read_sizes(program, read, out))
+        elif read is not None:  # a stored index tensor: the read's indexed block, aligned right
+            lead = read.first + read.b - len(xv.shape)
+            want += [(k, "1" if s == 1 and k not in xv.symbolic else out[lead + k]) for k, s in enumerate(xv.shape)]
         elif read is None:  # a cat's branch, or what feeds one
             want += enumerate(_input_sizes(program, node, x, out))
     return sorted(set(want))
@@ -525,12 +570,24 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
                     for e, s in enumerate(vv.shape)]
     for node in reversed(cone(program, values)):
         out = sizes.get(node.outputs[0])
-        if out is None or read_of(program, node) is not None or node.target in RESHAPES or node.target in EXPANDS:
+        read = read_of(program, node)
+        if out is not None and read is not None and _made_by(program, read.x, program.recomputed):
+            sizes.setdefault(read.x, _read_sizes(program, read, out))  # (a cat read through ids)
+        if out is None or read is not None or node.target in RESHAPES or node.target in EXPANDS:
             continue  # (positions under them: they read nothing stored)
         for a in program.inputs_of(node):
             if program.is_tensor(a) and _made_by(program, a, program.recomputed):
                 sizes.setdefault(a, _input_sizes(program, node, a, out))
     return sizes
+
+
+def _read_sizes(program, read: Read, out: list[str]) -> list[str]:
+    """The sizes the tensor a read takes its elements from must have, given the read's `out`:
+    its own (static) size along an indexed dim, the output's along the others."""
+    xv = program.values[read.x]
+    kept = iter(o if o < read.first else o + read.b for o in range(len(xv.shape) - len(read.indexed)))
+    return [str(s) if d in read.indexed else ("1" if s == 1 and d not in xv.symbolic else out[next(kept)])
+            for d, s in enumerate(xv.shape)]
 
 
 def _input_sizes(program, node, a: str, out: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drtriton.ops import get
-from drtriton.ops.operator import Operator
+from drtriton.ops.operator import FRESH_ONLY, Operator
 from drtriton.ops.ranges import UNBOUNDED, UNIT, Range
 from drtriton.ops.shape import ShapeError
 from drtriton.training.synth.config import Knobs
@@ -29,9 +29,9 @@ from drtriton.training.synth.config import Knobs
 #: Value ranges of fresh inputs by domain.
 INPUT_RANGES: dict[str, Range] = {"real": UNBOUNDED, "positive": (0.5, 1.5), "unit": UNIT, "index": (0.0, float("inf")),
                                   "mask": UNIT, "above_one": (1.0, 2.0), "probability": UNIT,
-                                  "integer": (-64.0, 64.0)}
+                                  "integer": (-64.0, 64.0), "offsets": (0.0, float("inf"))}
 #: dtypes of fresh inputs by domain (float32 otherwise)
-INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool", "integer": "int64"}
+INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool", "integer": "int64", "offsets": "int64"}
 #: Relative weights of ranks for new inputs (rank 0 is rare but legal).
 RANK_WEIGHTS = {0: 0.2, 1: 1.0, 2: 3.0, 3: 3.0, 4: 3.0, 5: 1.5}
 
@@ -138,7 +138,7 @@ def _domain_ok(tensor: TensorNode, domain: str) -> bool:
 def _absorbers(op: Operator) -> list[int]:
     """Slots a pending result may feed: any but class indices (positive and unit ones through
     domain glue)."""
-    return [j for j, slot in enumerate(op.slots) if slot.domain != "index"]
+    return [j for j, slot in enumerate(op.slots) if slot.domain not in FRESH_ONLY]
 
 
 #: what domain glue maps any value into (|v| + 0.5, sigmoid(v))
@@ -214,7 +214,7 @@ class _Builder:
             options = op.rank_options(slot, ranks)
             if not options:
                 raise StructureError(f"{op.name}: no admissible rank for input {slot}")
-            reused = self._reuse(op, slot, options, uses) if op.slots[slot].domain != "index" else None
+            reused = self._reuse(op, slot, options, uses) if op.slots[slot].domain not in FRESH_ONLY else None
             uses[slot] = reused or self._fresh(i, op, slot, options, anchor, ranks)
             ranks[slot] = graph.tensors[uses[slot].tensor].rank
             anchor = slot if anchor is None else anchor

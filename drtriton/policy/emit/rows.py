@@ -151,9 +151,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                     and program.used_outside(node.outputs[1], {node.name}))
     fold = {"max": "argmax", "min": "argmin"}[op] if with_indices else op
     rank = len(xs)
+    # X computed as it is loaded: by a fused prologue, or recomputed (a read through ids, index
+    # arithmetic: `recompute.reduction_reads_in_place`)
+    computed = bool(frag.prologue) or program.is_recomputed(x)
     perm = None if scalar else _moved(op, node.attrs, rank)
     if perm is not None:  # the reduced axes moved last (a copy): X is (O, R, 1)
-        if frag.prologue:
+        if computed:
             raise Unsupported(f"{op} over non-adjacent axes with a fused prologue")
         if with_indices:
             raise Unsupported(f"{op} with indices over non-adjacent axes")
@@ -171,7 +174,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         stores = [out] + [v for v in stores if v not in (out, node.outputs[1])]
     # prologue: computes X from loaded operands, per element of X
     reserved = {"x_ptr", "part_ptr"}
-    pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved)
+    pro = PointwiseBlock(program, frag.prologue, xs, reserved=reserved, wanted=(x,))
     # the epilogue may read the indices too (max_pool's decomposition: where the maximum was)
     known = {out, node.outputs[1]} if with_indices else {out}
     epi = PointwiseBlock(program, frag.epilogue, out_shape, known=known, reserved=reserved | set(pro.params()))
@@ -187,7 +190,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
-    params = (["x_ptr"] if not frag.prologue else pro.params())
+    params = (["x_ptr"] if not computed else pro.params())
     out_params = epi.params() + [f"{o}_out" for o in outs] + (["idx_out"] if with_indices else [])
     if split:  # stage 1 stores partials; the outputs are stage 2's
         params += ["part_ptr", "R", "I"] + x_sizes
@@ -202,7 +205,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         """X at rows r (< end) of the program's columns, as `xv`."""
         lines = ["x_offs = base + r[:, None].to(tl.int64) * I + cols[None, :]",
                  f"x_mask = (r[:, None] < {end}) & col_mask[None, :]"]
-        if frag.prologue:
+        if computed:
             env = {}
             lines += pro.emit(IndexSpace(rank, "x_offs", "x_mask", x_sizes, x_axes), env)
             lines.append(f"xv = {env[x]}")
@@ -347,7 +350,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # launcher
     how = ", split over R in two stages" if split else ""
     lines = [f"# {frag.label}: Triton, {'fused ' if len(frag.nodes) > 1 else ''}{op}{how}"]
-    pre, device, args = input_launch(program, pro if frag.prologue else None, x, scalar=scalar)
+    pre, device, args = input_launch(program, pro if computed else None, x, scalar=scalar)
     if perm is not None:  # the reduced axes last, copied so
         pre = [f"_x = {program.expr(x)}.permute({', '.join(map(str, perm))}).contiguous()", "_xs = _x.shape"]
     lines += pre

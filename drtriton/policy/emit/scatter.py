@@ -1,5 +1,5 @@
 """The store side of indexing (scatter, scatter_add, scatter_reduce, index_put; and what capture
-lowers to them: index_add, index_copy, index_fill, index_reduce, put, max_unpool, EmbeddingBag),
+lowers to them: index_add, index_copy, index_fill, index_reduce, put, max_unpool),
 as Inductor lowers it: the output starts as a copy of the input, then one kernel runs over the
 elements of the source (the index's shape for scatter, the indexed shape for index_put), finds
 each element's place in the output from the index tensor(s) through strides, and stores it there.
@@ -16,7 +16,7 @@ How an element lands depends on the operator:
 
 Negative indices count from the end (PyTorch's rule); an index out of range stores nothing
 (PyTorch raises there). When the input is a fresh allocation (zeros) that nothing else reads,
-seen through views that keep it contiguous (max_unpool, EmbeddingBag), the kernel writes into it
+seen through views that keep it contiguous (max_unpool, a compaction's), the kernel writes into it
 and the copy is skipped. A pointwise epilogue (and mean's division) runs as a last pass over the
 output. Kernels that accumulate are not autotuned: a tuning run would add twice.
 """

@@ -19,6 +19,16 @@ from collections import OrderedDict
 import torch
 
 
+
+def _bounds(v, m: int, n: int) -> bool:
+    """Whether `v` looks like segment bounds over a batch of n: integers, sorted along its last
+    dim, each row from 0, some past m (the halved batch) and none past n."""
+    if not isinstance(v, torch.Tensor) or v.is_floating_point() or v.dtype == torch.bool or v.dim() == 0 \
+            or v.shape[-1] < 2:
+        return False
+    top = int(v.max())
+    return m < top <= n and bool((v[..., 0] == 0).all()) and bool((v[..., 1:] >= v[..., :-1]).all())
+
 class ProblemFault(Exception):
     """The problem (not the candidate) is broken: the message says what to fix."""
 
@@ -243,6 +253,11 @@ class ProblemRuntime:
             if any(batched(v) and not v.is_floating_point() and v.dtype != torch.bool and v.numel()
                    and int(v.min()) >= 0 and int(v.max()) < n for v in values):
                 return f"an integer input may index the batch (its values lie below {n})"
+            # sorted offsets from 0 that reach past the halved batch (segment bounds, EmbeddingBag's
+            # offsets): kept whole, they would bound segments past its end, which PyTorch does not
+            # check (the reference would read memory that is not the input's)
+            if any(_bounds(v, m, n) for v in values if not batched(v)):
+                return f"an integer input may bound segments of the batch (sorted offsets up to {n})"
             values = [v[:m].clone() if batched(v) else v for v in values]
         else:
             more, _ = self.make_inputs((seed + 1) % 2**62)
