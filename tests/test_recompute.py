@@ -253,6 +253,15 @@ def test_bert_embeddings_are_one_kernel(cpu_verifier):
     assert verdict.correct and len(verdict.shapes_checked) == 2, (verdict.summary, verdict.flags)
 
 
+@pytest.mark.parametrize("expr,inputs,args", [
+    ("F.embedding(torch.cat([a, b], 1), self.w) * 2.0", "torch.randint(0, 10, (2, 3)), torch.randint(0, 10, (2, 4))",
+     "a, b"),  # ids that are a cat, read elementwise itself
+    ("F.embedding(i[:, p], self.w) * 2.0", "torch.randint(0, 10, (2, 8)), torch.randperm(8)", "i, p"),
+])
+def test_ids_computed_by_another_read_convert(cpu_verifier, expr, inputs, args):
+    check(cpu_verifier, source(expr, inputs, args=args, init="self.w = nn.Parameter(torch.randn(10, 8))"), [])
+
+
 def test_ids_read_by_a_template_that_cannot_load_them_are_stored():
     """A matmul reads the embedding as its operand: the lookup keeps its own kernel."""
     _, graph, _ = capture(source("F.embedding(i, self.w) @ torch.ones(8, 3, device=i.device)",

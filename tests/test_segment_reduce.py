@@ -89,3 +89,19 @@ def test_a_fragment_draws_valid_offsets():
     for _ in range(20):
         x, o = ns["get_inputs"]()
         assert o[0] == 0 and o[-1] == x.shape[0] and bool((o[1:] >= o[:-1]).all()), o
+
+
+def test_embedding_bag_max_counts_a_nan_only_as_a_bags_first_row(cpu_verifier):
+    """PyTorch's EmbeddingBag max replaces a value only with a greater one: a NaN row first in its
+    bag gives NaN, a NaN row later is passed over (random tables never hold NaN: a table with one)."""
+    import torch.nn as nn
+
+    bag = nn.EmbeddingBag(4, 3, mode="max")
+    with torch.no_grad():
+        bag.weight[0, 1] = float("nan")  # row 0: second in bag 0, first in bag 2
+    want = bag(torch.tensor([1, 0, 2, 3, 0, 2]), torch.tensor([0, 2, 4]))
+    assert not want[0].isnan().any() and want[2, 1].isnan()  # (what the problem below checks)
+    check(cpu_verifier, source("self.bag(i, o)", "torch.tensor([1, 0, 2, 3, 0, 2]), torch.tensor([0, 2, 4])", "i, o",
+                               init="self.bag = nn.EmbeddingBag(4, 3, mode='max')\n"
+                                    "with torch.no_grad():\n    self.bag.weight[0, 1] = float('nan')"),
+          ["segment_reduce"], second=False)

@@ -222,6 +222,8 @@ def get_init_inputs():
     assert within.make_other_inputs(7)[2:] == (6, 3)
     unsorted = runtime("torch.randn(6, 5), torch.tensor([0, 5, 2, 4])")  # not bounds: halved as usual
     assert unsorted.make_other_inputs(7)[2:] == (6, 3)
+    for other in ("torch.randn(3, 3, dtype=torch.cfloat)", "torch.zeros(0, 3, dtype=torch.int64)"):
+        assert runtime(f"torch.randn(6, 5), {other}").make_other_inputs(7)[2:] == (6, 3)  # (no error)
 
 
 def test_shapes_checked_round_trip_and_old_verdicts_still_load():

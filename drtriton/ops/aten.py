@@ -769,7 +769,9 @@ def _segment_reduce(node, values):
 
 def _embedding_bag(node, values):
     """nn.EmbeddingBag (F.embedding_bag): each bag's rows read from the table through the indices,
-    summed, averaged or maxed (an empty bag is 0); rows at padding_idx left out, counts too."""
+    summed, averaged or maxed (an empty bag is 0); rows at padding_idx left out, counts too. Its
+    max keeps a value only where a later one is greater: a NaN counts only as a bag's first row
+    (`nan_first`)."""
     a = _args(node, ["weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse",
                      "per_sample_weights", "include_last_offset", "padding_idx"],
               {"mode": 0, "per_sample_weights": None, "include_last_offset": False, "padding_idx": -1})
@@ -779,7 +781,7 @@ def _embedding_bag(node, values):
         return None
     padding = a["padding_idx"]
     return "segment_reduce", {"reduce": ("sum", "mean", "max")[a["mode"]], "initial": None, "axis": 0, "empty": 0.0,
-                              "offsets_end": bool(a["include_last_offset"]),
+                              "offsets_end": bool(a["include_last_offset"]), "nan_first": a["mode"] == 2,
                               "padding_idx": padding if isinstance(padding, int) and padding >= 0 else None}
 
 

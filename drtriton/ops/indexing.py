@@ -162,12 +162,13 @@ def _segment_rule(ctx, dims, attrs):
 
 
 def _segment_range(ranges, attrs):
-    """Sums and products are unbounded; extrema and means stay between the input's bounds and
-    the initial value (an empty segment's)."""
-    if attrs["reduce"] in ("sum", "prod"):
-        return UNBOUNDED
-    lo, hi = ranges[0]
+    """Sums and products are unbounded (so is a mean with a nonzero initial value, which is added
+    to the sum); extrema and means stay between the input's bounds and the initial value (an
+    empty segment's)."""
     init = attrs.get("initial")
+    if attrs["reduce"] in ("sum", "prod") or (attrs["reduce"] == "mean" and init):
+        return UNBOUNDED  # ((initial + sum) / count leaves the inputs' range)
+    lo, hi = ranges[0]
     return (lo, hi) if init is None else (min(lo, init), max(hi, init))
 
 

@@ -246,7 +246,8 @@ class _Kinds:
                 return None
             # positions computed (an arange's arithmetic) or stored (token ids: loaded where the
             # element is, as Inductor's indirect loads read them)
-            if any(self.candidate.get(read.entries[d]) != "position" and not _stored_index(program, read.entries[d])
+            if any(self.candidate.get(read.entries[d]) != "position" and (
+                    read.entries[d] in self.candidate or not _stored_index(program, read.entries[d]))
                    for d in read.indexed):
                 return None
             if read.x in self.candidate:  # a table that is itself position arithmetic (linspace)
@@ -500,6 +501,8 @@ class Evaluator:
         for d in read.indexed:
             e = read.entries[d]
             at = self.at(e, aligned(program, e, idx[first:first + b]))
+            if program.values[e].dtype == "torch.int32":  # (its product with a stride in 64 bits)
+                at = f"{at}.to(tl.int64)"
             positions[d] = f"tl.where({at} < 0, {at} + {xv.shape[d]}, {at})"  # negative: from the end
         rest = iter(i for o, i in enumerate(idx) if not first <= o < first + b)
         if _made_by(program, read.x, program.recomputed):  # a table of positions: computed there
@@ -552,8 +555,7 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
         if read is not None and read.x == x:
             want += enumerate(_read_sizes(program, read, out))
         elif read is not None:  # a stored index tensor: the read's indexed block, aligned right
-            lead = read.first + read.b - len(xv.shape)
-            want += [(k, "1" if s == 1 and k not in xv.symbolic else out[lead + k]) for k, s in enumerate(xv.shape)]
+            want += enumerate(_index_sizes(program, read, x, out))
         elif read is None:  # a cat's branch, or what feeds one
             want += enumerate(_input_sizes(program, node, x, out))
     return sorted(set(want))
@@ -571,8 +573,12 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
     for node in reversed(cone(program, values)):
         out = sizes.get(node.outputs[0])
         read = read_of(program, node)
-        if out is not None and read is not None and _made_by(program, read.x, program.recomputed):
-            sizes.setdefault(read.x, _read_sizes(program, read, out))  # (a cat read through ids)
+        if out is not None and read is not None:  # a read's tensor or ids computed after all (a
+            if _made_by(program, read.x, program.recomputed):  # cat that is shifted): their sizes
+                sizes.setdefault(read.x, _read_sizes(program, read, out))
+            for e in (read.entries[d] for d in read.indexed):
+                if _made_by(program, e, program.recomputed):
+                    sizes.setdefault(e, _index_sizes(program, read, e, out))
         if out is None or read is not None or node.target in RESHAPES or node.target in EXPANDS:
             continue  # (positions under them: they read nothing stored)
         for a in program.inputs_of(node):
@@ -588,6 +594,14 @@ def _read_sizes(program, read: Read, out: list[str]) -> list[str]:
     kept = iter(o if o < read.first else o + read.b for o in range(len(xv.shape) - len(read.indexed)))
     return [str(s) if d in read.indexed else ("1" if s == 1 and d not in xv.symbolic else out[next(kept)])
             for d, s in enumerate(xv.shape)]
+
+
+def _index_sizes(program, read: Read, e: str, out: list[str]) -> list[str]:
+    """The sizes index tensor `e` of a read must have, given the read's `out`: those of the
+    read's indexed block it broadcasts to (aligned right)."""
+    ev = program.values[e]
+    lead = read.first + read.b - len(ev.shape)
+    return ["1" if s == 1 and k not in ev.symbolic else out[lead + k] for k, s in enumerate(ev.shape)]
 
 
 def _input_sizes(program, node, a: str, out: list[str]) -> list[str]:

@@ -102,8 +102,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # (bounds past the data read none of it: PyTorch does not check them)
     body += ["end = tl.minimum(end, N)", "start = tl.minimum(start, end)",
              f"acc = tl.full((BLOCK_R, BLOCK_I), {_NEUTRAL[reduce]}, {acc_t})"]
+    # EmbeddingBag's max replaces a value only with a greater one: a NaN counts where it is its
+    # bag's first kept row, never later (`first`: that row)
+    nan_first = reduce == "max" and attrs.get("nan_first", False) and seg.indices is not None
     if counted:
         body.append("count = tl.zeros((BLOCK_R,), tl.int64)")
+    if nan_first:
+        body.append("first = end")
     body += ["for r0 in range(start, end, BLOCK_R):",
              "    r = r0 + tl.arange(0, BLOCK_R)",
              "    keep = r < end"]
@@ -119,7 +124,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if seg.weights is not None:
         body.append("    xv = xv * tl.load(w_ptr + r, mask=keep, other=0.0)[:, None]")
     body += [f"    xv = tl.where(x_mask, xv, {_NEUTRAL[reduce]})",
-             f"    {_FOLD[reduce]}"]
+             "    acc = tl.where(xv > acc, xv, acc)" if nan_first else f"    {_FOLD[reduce]}"]
+    if nan_first:
+        body.append("    first = tl.minimum(first, tl.min(tl.where(keep, r, end)))")
     if counted:
         body.append("    count += keep.to(tl.int64)")
     body += [f"res = {_COLLAPSE[reduce]}",
@@ -128,6 +135,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         body.append("res = " + _WITH_INITIAL[reduce].format(i=_number(attrs["initial"])))
     if reduce == "mean":
         body.append(f"res = res / tl.maximum(n, 1).to({acc_t})")
+    if nan_first:  # the first kept row's NaN, where it has one
+        body += ["first_row = tl.load(idx_ptr + first, mask=first < end, other=0).to(tl.int64)",
+                 "first_v = tl.load(x_ptr + first_row * I + cols, mask=col_mask & (first < end), other=0.0)",
+                 "res = tl.where(first_v != first_v, first_v, res)"]
     body.append(f"res = tl.where(n == 0, {_number(attrs['empty'])}, res)")
     # the epilogue and the stores: the output row is seg (dims 0..axis), the columns the dims after
     env = {out: "res"}

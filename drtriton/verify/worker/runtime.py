@@ -20,11 +20,14 @@ import torch
 
 
 
+_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
 def _bounds(v, m: int, n: int) -> bool:
     """Whether `v` looks like segment bounds over a batch of n: integers, sorted along its last
     dim, each row from 0, some past m (the halved batch) and none past n."""
-    if not isinstance(v, torch.Tensor) or v.is_floating_point() or v.dtype == torch.bool or v.dim() == 0 \
-            or v.shape[-1] < 2:
+    if not isinstance(v, torch.Tensor) or v.dtype not in _INTEGERS or v.dim() == 0 or v.shape[-1] < 2 \
+            or v.numel() == 0:
         return False
     top = int(v.max())
     return m < top <= n and bool((v[..., 0] == 0).all()) and bool((v[..., 1:] >= v[..., :-1]).all())
