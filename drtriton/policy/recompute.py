@@ -246,9 +246,11 @@ class _Kinds:
                 return None
             # positions computed (an arange's arithmetic) or stored (token ids: loaded where the
             # element is, as Inductor's indirect loads read them)
-            if any(self.candidate.get(read.entries[d]) != "position" and (
-                    read.entries[d] in self.candidate or not _stored_index(program, read.entries[d]))
-                   for d in read.indexed):
+            def positions(e) -> bool:
+                kind = self.candidate.get(e)
+                return kind == "position" or (kind is None and _stored_index(program, e))
+
+            if not all(positions(read.entries[d]) for d in read.indexed):
                 return None
             if read.x in self.candidate:  # a table that is itself position arithmetic (linspace)
                 return "position" if self.candidate[read.x] == "position" and _static(out) else None
@@ -299,26 +301,16 @@ def _reads_in_place(program, kinds: _Kinds, user, value: str, recomputed: set[st
     return reduction_reads_in_place(program, user, value)
 
 
-#: the rows template's operators (`policy.emit.rows`), which compute their input as they load it
-ROWS_OPS = {"sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp", "norm", "var", "std", "softmax",
-            "log_softmax"}
-
-
 def reduction_reads_in_place(program, user, value: str) -> bool:
     """Whether a reduction or softmax reads `value` as its input computed as it loads it (an
-    embedding mean-pooled, an interpolation summed): over adjacent dims of a float tensor of
-    rank >= 1 (other dims are reordered by a copy, which needs the tensor stored)."""
-    if user.op not in ROWS_OPS or not program.inputs_of(user) or program.inputs_of(user)[0] != value:
-        return False
+    embedding mean-pooled, an interpolation summed): a float input the rows template can compute
+    (`rows.computes_input`)."""
+    from .emit.rows import computes_input  # (the emitters import this module)
+
+    ins = program.inputs_of(user)
     v = program.values[value]
-    if not v.shape or v.dtype not in ("torch.float32", "torch.float64"):
-        return False
-    if user.op in ("softmax", "log_softmax"):
-        return True
-    dims = user.attrs.get("dim")
-    dims = [] if dims is None else list(dims) if isinstance(dims, (list, tuple)) else [dims]
-    dims = sorted({d % len(v.shape) for d in dims}) or list(range(len(v.shape)))
-    return dims == list(range(dims[0], dims[-1] + 1))
+    return user.op is not None and bool(ins) and ins[0] == value and v.dtype in ("torch.float32", "torch.float64") \
+        and computes_input(user.op, user.attrs, len(v.shape))
 
 
 def _index_arguments(program, node) -> list[str]:

@@ -122,6 +122,13 @@ def _moved(op: str, attrs: dict, rank: int) -> list[int] | None:
     return [d for d in range(rank) if d not in dims] + dims
 
 
+def computes_input(op: str, attrs: dict, rank: int) -> bool:
+    """Whether this template can compute `op`'s input of `rank` dims as it loads it (a prologue,
+    or a value recomputed there): a reduction or softmax whose reduced axes are adjacent (others
+    are first moved last by a copy, which reads a stored tensor)."""
+    return op in REDUCTIONS | SOFTMAXES and rank >= 1 and _moved(op, attrs, rank) is None
+
+
 def _reduced(attrs: dict, rank: int) -> list[int]:
     """The reduced axes, sorted and non-negative (none listed: all of them, as PyTorch reads it)."""
     dims = attrs.get("dim")

@@ -19,6 +19,7 @@ import math
 
 from ...ops.elementwise import PROPAGATE_NAN
 from ...ops.indexing import segments_of
+from ...ops.operator import float_source
 from ..pointwise import Axes, IndexSpace, PointwiseBlock, tuple_source
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, empty, pow2, stored_values
@@ -45,11 +46,6 @@ TILE, MAX_BLOCK_I, MIN_BLOCK_I, MIN_PROGRAMS = 4096, 256, 32, 1024
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
     return [{}]
-
-
-def _number(x: float) -> str:
-    """A float written into a kernel (inf and nan as Triton reads them)."""
-    return f'float("{x}")' if math.isinf(x) or math.isnan(x) else repr(float(x))
 
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
@@ -132,14 +128,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     body += [f"res = {_COLLAPSE[reduce]}",
              f"n = {'tl.sum(count, axis=0)' if counted else 'end - start'}"]
     if attrs["initial"] is not None:
-        body.append("res = " + _WITH_INITIAL[reduce].format(i=_number(attrs["initial"])))
+        body.append("res = " + _WITH_INITIAL[reduce].format(i=float_source(float(attrs["initial"]))))
     if reduce == "mean":
         body.append(f"res = res / tl.maximum(n, 1).to({acc_t})")
     if nan_first:  # the first kept row's NaN, where it has one
         body += ["first_row = tl.load(idx_ptr + first, mask=first < end, other=0).to(tl.int64)",
                  "first_v = tl.load(x_ptr + first_row * I + cols, mask=col_mask & (first < end), other=0.0)",
                  "res = tl.where(first_v != first_v, first_v, res)"]
-    body.append(f"res = tl.where(n == 0, {_number(attrs['empty'])}, res)")
+    body.append(f"res = tl.where(n == 0, {float_source(float(attrs['empty']))}, res)")
     # the epilogue and the stores: the output row is seg (dims 0..axis), the columns the dims after
     env = {out: "res"}
     o_axes = [a for a in (Axes("seg", 0, axis, scalar=True), Axes("cols", axis + 1, len(out_shape) - 1))

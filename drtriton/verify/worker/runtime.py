@@ -18,19 +18,23 @@ from collections import OrderedDict
 
 import torch
 
+_INTEGERS = tuple(getattr(torch, name) for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                                    "uint64") if hasattr(torch, name))
 
 
-_INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+def _integers(v) -> bool:
+    """A tensor of integers with elements (what may index or bound the batch)."""
+    return isinstance(v, torch.Tensor) and v.dtype in _INTEGERS and v.numel() > 0
 
 
 def _bounds(v, m: int, n: int) -> bool:
     """Whether `v` looks like segment bounds over a batch of n: integers, sorted along its last
     dim, each row from 0, some past m (the halved batch) and none past n."""
-    if not isinstance(v, torch.Tensor) or v.dtype not in _INTEGERS or v.dim() == 0 or v.shape[-1] < 2 \
-            or v.numel() == 0:
+    if not _integers(v) or v.dim() == 0 or v.shape[-1] < 2:
         return False
     top = int(v.max())
     return m < top <= n and bool((v[..., 0] == 0).all()) and bool((v[..., 1:] >= v[..., :-1]).all())
+
 
 class ProblemFault(Exception):
     """The problem (not the candidate) is broken: the message says what to fix."""
@@ -253,8 +257,7 @@ class ProblemRuntime:
             # (a permutation of it, beam origins): its first m rows would point past the halved
             # tensors, and on the GPU an index out of range is a device-side assert that breaks
             # the worker's CUDA context. No second configuration then.
-            if any(batched(v) and not v.is_floating_point() and v.dtype != torch.bool and v.numel()
-                   and int(v.min()) >= 0 and int(v.max()) < n for v in values):
+            if any(batched(v) and _integers(v) and int(v.min()) >= 0 and int(v.max()) < n for v in values):
                 return f"an integer input may index the batch (its values lie below {n})"
             # sorted offsets from 0 that reach past the halved batch (segment bounds, EmbeddingBag's
             # offsets): kept whole, they would bound segments past its end, which PyTorch does not
