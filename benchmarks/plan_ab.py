@@ -58,6 +58,9 @@ def time_plans(files: list[Path], a: Path, b: Path, trials: int) -> dict:
 
     from drtriton.verify.worker.timing import time_interleaved
 
+    # fp32 as the verifier runs every reference: no TF32 in eager (cuDNN's default allows it)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     results, workdir = {}, Path(tempfile.mkdtemp(prefix="plan_ab_"))
     for path in files:
         start = time.time()

@@ -70,6 +70,7 @@ CASES = {
         ("Conv1d", "4, 6, 3", "2, 4, 11"),
         ("Conv1d", "4, 6, 3, stride=3, padding=2, dilation=4, bias=False", "2, 4, 23"),
         ("Conv1d", "6, 6, 5, groups=6, padding=1", "2, 6, 13"),  # depthwise
+        ("Conv1d", "16, 6, 5, padding=2", "2, 16, 13"),  # taps outer (16 input channels)
     ],
     "conv2d": [
         ("Conv2d", "4, 8, (3, 5), stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2", "2, 4, 11, 9"),
@@ -77,10 +78,16 @@ CASES = {
         ("Conv2d", "4, 6, 1, bias=False", "2, 4, 5, 7"),  # pointwise
         ("Conv2d", "8, 8, (3, 1), groups=8, bias=False", "2, 8, 9, 7"),  # depthwise, asymmetric
         ("Conv2d", "4, 8, 3, groups=4, stride=2, padding=1", "2, 4, 9, 7"),  # depthwise, 2 outputs each
+        # taps outer, channels inner (16 or more input channels per group): grouped, strided,
+        # dilated, padded; and a 1x1 convolution that reads its own positions
+        ("Conv2d", "40, 8, 3, stride=2, padding=1, dilation=2, groups=2", "2, 40, 9, 7"),
+        ("Conv2d", "24, 6, 1, bias=False", "2, 24, 5, 7"),
+        ("Conv2d", "32, 8, 1, stride=2, groups=2", "2, 32, 5, 7"),
     ],
     "conv3d": [
         ("Conv3d", "3, 5, (3, 2, 1), stride=(1, 2, 1), padding=(1, 0, 1), bias=False", "2, 3, 6, 7, 5"),
         ("Conv3d", "4, 4, 3, groups=4, padding=1, dilation=(1, 2, 1)", "1, 4, 5, 6, 5"),  # depthwise
+        ("Conv3d", "16, 4, (3, 1, 2), padding=(1, 0, 1)", "2, 16, 4, 3, 5"),  # taps outer
     ],
     "conv_transpose1d": [
         ("ConvTranspose1d", "4, 6, 3", "2, 4, 7"),
@@ -94,6 +101,9 @@ CASES = {
         ("ConvTranspose2d", "4, 6, 3, stride=(2, 4), padding=(2, 1), dilation=(4, 6), output_padding=(3, 1)",
          "1, 4, 3, 4"),  # gcd(stride, dilation) > 1: some residue classes get no tap at all
         ("ConvTranspose2d", "4, 8, (3, 7), padding=(1, 3), bias=False", "1, 4, 5, 6"),
+        # taps outer with residue classes (a tap count per class), grouped; a transposed 1x1
+        ("ConvTranspose2d", "32, 8, 3, stride=2, padding=1, output_padding=1, groups=2", "2, 32, 4, 5"),
+        ("ConvTranspose2d", "20, 6, 1, stride=2, bias=False", "2, 20, 3, 4"),
     ],
     "conv_transpose3d": [
         ("ConvTranspose3d", "4, 6, 3, stride=2, padding=1, output_padding=1", "1, 4, 3, 4, 3"),
@@ -209,6 +219,44 @@ def test_epilogue_fused_into_the_conv_kernel(cpu_verifier):
     source = _first_candidate(problem).source
     assert source.count("@triton.jit") == 1  # one kernel: conv, relu and the (C, 1, 1) add
     assert "tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)" in source
+
+
+PER_CHANNEL_AND_IMAGE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d({cin}, {cout}, {k}, padding={k} // 2, groups={groups})
+        self.scale = nn.Parameter(torch.randn({cout}, 1, 1))
+
+    def forward(self, x, y):
+        return torch.relu(self.conv(x) * self.scale + y)
+
+
+def get_inputs():
+    return [torch.randn(3, {cin}, 6, 7), torch.randn(3, 1, 1, 1)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("cin, cout, k, groups, plan", [
+    (8, 8, 3, 8, "conv2d, mul, add, relu: Triton (method=direct)"),
+    (16, 8, 1, 1, "conv2d, mul, add, relu: Triton (precision=ieee)"),
+])
+def test_epilogue_reads_per_channel_and_per_image_operands(cpu_verifier, cin, cout, k, groups, plan):
+    """The image (and a depthwise plane's channel) is one value per program: an epilogue operand
+    that varies only along them is a scalar load, one along the channels a row of the tile."""
+    problem = from_source(PER_CHANNEL_AND_IMAGE.format(cin=cin, cout=cout, k=k, groups=groups), name=plan)
+    _check(cpu_verifier, problem, plan)
+    source = _first_candidate(problem).source
+    assert source.count("@triton.jit") == 1
+    assert re.search(r"y_val = tl\.load\(y_ptr \+ n \* y_s0\)", source), source  # one scalar per program
 
 
 def test_a_constant_tensor_made_in_forward_is_a_literal(cpu_verifier):

@@ -1,13 +1,21 @@
 """Convolutions: conv1d/2d/3d and conv_transpose1d/2d/3d, one template for all six.
 
-Implicit GEMM. Per group g, out[n, g*OCg + co, pos] = sum_k W[co, k] * X[k, (n, pos)], where k
-runs over (c, taps): the group's ICg input channels times the kernel's taps, and X[k, (n, pos)]
-is the input element that tap reads for that output position. X is gathered from x as it is
-needed (padding and borders masked to zero), never materialised as im2col. A program computes a
-tile of BLOCK_N output channels x BLOCK_M output positions (n, spatial...) with `tl.dot` over
-BLOCK_K steps of k. The tile is held as channels x positions because positions are the
-contiguous axis of NC(D)HW: the gathered loads of x and the store then run along memory. The
-channel tile stays inside one group (grid axis 1).
+Implicit GEMM. Per image n and group g, out[n, g*OCg + co, pos] = sum_k X[pos, k] * W[k, co],
+where k runs over (taps, c): the kernel's taps times the group's ICg input channels, and
+X[pos, k] is the input element that tap reads for output position pos. X is gathered from x as
+it is needed (padding and borders masked to zero), never materialised as im2col. A program
+computes a tile of BLOCK_M output positions of one image x BLOCK_N output channels with `tl.dot`:
+- taps outer, channels inner (ICg >= 16): per tap, the input positions and their bounds are one
+  [BLOCK_M] vector, and each BLOCK_K step of channels adds a stride to it. Index arithmetic per
+  step is a broadcast add, not a [BLOCK_M, BLOCK_K] unravel of k (as Inductor's template loops).
+- few input channels (a network's first layer, ICg < 16): k = (tap, c) flattened, BLOCK_K at a time,
+  so the dot is not mostly masked.
+Positions are counted within one image: int32 offsets from an int64 image base, and within a 1x1
+convolution's tile positions are contiguous, so loads and the store are vectorised. The weight is
+read as [g, taps, ICg, OCg] (a row of output channels per (tap, channel), contiguous along the
+tile's N): forward relays a weight with several taps out every call (a few kB; `_relaid`).
+The accumulator is [positions, channels] (measured on an H200, session 31: 2x faster than
+[channels, positions] at the same tiles).
 
 Transposed convolutions use the same template. Output o receives input i through tap k when
 o = i*s - p + k*d. Visiting every tap and masking those where o + p - k*d is not a multiple of s
@@ -17,9 +25,9 @@ contribute, and for o = r + j*s they read i = j + q - t*(d/e): every class is a 
 GEMM with its own, smaller K.
 
 Depthwise convolutions (one input channel per group) make a degenerate GEMM (N = output
-channels per group, usually 1): they accumulate directly instead, acc[oc, pos] +=
-w[oc, tap] * x[oc // OCg, window(pos) + tap] over the taps, with a channel tile that crosses
-groups.
+channels per group, usually 1): a program takes BLOCK_M positions of one output plane (n, oc)
+and accumulates w[oc, tap] * x[n, oc // OCg, window(pos) + tap] over the taps, the weight one
+scalar per tap.
 
 fp32 throughout: `tl.dot` runs with input_precision "ieee", or "tf32x3" (three TF32 products,
 fp32 accuracy on the tensor cores). Bias and the fragment's epilogue run on the accumulator
@@ -33,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..pointwise import IndexSpace, PointwiseBlock, shape_check
+from ..pointwise import Axes, IndexSpace, PointwiseBlock, shape_check
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, stored_values
 from . import affine, autotune, paren, pow2
@@ -45,21 +53,21 @@ AXES = {1: "w", 2: "hw", 3: "dhw"}  # the spatial axes, outermost first (not "l"
 # Launch configurations the autotuner picks from on the GPU, clipped to the problem (a channel
 # tile no wider than the group, a K step no longer than K). Off the GPU one config, with large
 # blocks: the interpreter pays per loop step, not per element.
-GEMM_TILES = [
+GEMM_TILES = [  # BLOCK_M positions x BLOCK_N channels; the first four won on an H200 (session 31)
     {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3},
+    {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3},
+    {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16, "num_warps": 4, "num_stages": 4},
     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3},
     {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 4},
-    {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3},
-    {"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2},
 ]
-DIRECT_TILES = [
-    {"BLOCK_M": 256, "BLOCK_N": 8, "num_warps": 4},
-    {"BLOCK_M": 128, "BLOCK_N": 16, "num_warps": 4},
-    {"BLOCK_M": 512, "BLOCK_N": 4, "num_warps": 4},
-    {"BLOCK_M": 256, "BLOCK_N": 16, "num_warps": 8},
+DIRECT_TILES = [  # positions of one plane per program
+    {"BLOCK_M": 512, "num_warps": 4},
+    {"BLOCK_M": 256, "num_warps": 4},
+    {"BLOCK_M": 1024, "num_warps": 8},
+    {"BLOCK_M": 64, "num_warps": 2},
 ]
 CPU_GEMM_TILE = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64}
-CPU_DIRECT_TILE = {"BLOCK_M": 128, "BLOCK_N": 16}
+CPU_DIRECT_TILE = {"BLOCK_M": 128}
 DOT_MIN = 16  # tl.dot needs every tile dimension >= 16
 
 
@@ -190,15 +198,20 @@ def _axes(conv: _Conv) -> list[_Axis]:
 
 
 class _TileSpace(IndexSpace):
-    """The output tile, for the epilogue: its coordinates are known vectors (no division of the
-    flat offset)."""
+    """The output tile, for the epilogue: its coordinates are known (no division of the flat
+    offset); those in `scalars` are one value per program (the image, a depthwise plane's
+    channel), so an operand varying only along them is one scalar load."""
 
-    def __init__(self, flat: str, mask: str, coords: list[str]):
+    def __init__(self, flat: str, mask: str, coords: list[str], scalars: tuple[int, ...] = ()):
         super().__init__(len(coords), flat, mask, sizes=[])
         self.coords = coords
+        self.scalars = set(scalars)
 
     def index(self, d: int) -> str:
         return self.coords[d]
+
+    def axes_of(self, d: int) -> Axes:
+        return Axes(self.coords[d], d, d, scalar=d in self.scalars)
 
 
 def _product(terms: list[str], grouped: bool = True) -> str:
@@ -246,12 +259,12 @@ def _bcast(expr: str, where: str) -> str:
 
 def _plus(start: str, offset: str | None, broadcast: bool) -> str:
     """start + signed offset: a position vector plus a tap (a [BLOCK_K] vector when
-    `broadcast`, giving [BLOCK_K, BLOCK_M]; else a scalar)."""
+    `broadcast`, giving [BLOCK_M, BLOCK_K]; else a scalar)."""
     if offset is None:
         return start
     sign, term = ("-", offset[1:]) if offset.startswith("-") else ("+", offset)
     if broadcast:
-        return f"{_bcast(start, '[None, :]')} {sign} {_bcast(term, '[:, None]')}"
+        return f"{_bcast(start, '[:, None]')} {sign} {_bcast(term, '[None, :]')}"
     return f"{start} {sign} {term}"
 
 
@@ -273,14 +286,34 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
     return [{"method": "direct"}] if direct else [{"precision": "ieee"}, {"precision": "tf32x3"}]
 
 
+def _relaid(conv: _Conv) -> bool:
+    """Whether the kernel reads the weight relaid as [groups, taps, ICg, OCg] (row-major along
+    the tile's output channels). A 1x1 kernel reads a convolution's [OC, ICg] weight as it is
+    (its rows are as coalesced either way: measured), and a transposed one's [ICg, OCg] is that
+    layout already; with more taps, the stride between two input channels of one tap would be
+    the tap count (2x slower in the session 31 measurement)."""
+    return not conv.direct and conv.taps > 1
+
+
+def _w_split(conv: _Conv) -> str:
+    """The weight's leading dims after the group, as its reshape writes them."""
+    return f"{conv.in_per_group}, {conv.out_per_group}" if conv.transposed else \
+        f"{conv.out_per_group}, {conv.in_per_group}"
+
+
+def _taps_outer(conv: _Conv) -> bool:
+    """Whether k runs taps outer, channels inner: enough channels per group to fill a dot's K."""
+    return conv.in_per_group >= DOT_MIN or conv.taps == 1
+
+
 def _tiles(conv: _Conv, device: str) -> list[dict]:
     """Launch configurations, clipped to this convolution and deduplicated."""
     if conv.direct:
-        cap = {"BLOCK_N": pow2(conv.out_channels)}
+        cap = {}
         tiles = DIRECT_TILES if device == "cuda" else [CPU_DIRECT_TILE]
     else:
-        cap = {"BLOCK_N": max(DOT_MIN, pow2(conv.out_per_group)),
-               "BLOCK_K": max(DOT_MIN, pow2(conv.in_per_group * conv.taps))}
+        k = conv.in_per_group if _taps_outer(conv) else conv.in_per_group * conv.taps
+        cap = {"BLOCK_N": max(DOT_MIN, pow2(conv.out_per_group)), "BLOCK_K": max(DOT_MIN, pow2(k))}
         tiles = GEMM_TILES if device == "cuda" else [CPU_GEMM_TILE]
     out = []
     for t in tiles:
@@ -314,15 +347,18 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     prec = config.get("precision", "ieee")
 
     body = _kernel_body(conv, axes, prec)
-    # epilogue on the accumulator, then one store per value needed outside
-    coords = (["n[None, :]"] if conv.batched else []) + ["oc[:, None]"] + [f"o{a}[None, :]" for a in AXES[conv.dims]]
+    # epilogue on the accumulator, then one store per value needed outside: the image (and a
+    # depthwise plane's channel) is one value per program
+    spatial = [f"o{a}" if direct else f"o{a}[:, None]" for a in AXES[conv.dims]]
+    coords = (["n"] if conv.batched else []) + ["oc" if direct else "oc[None, :]"] + spatial
+    scalars = tuple(range(int(conv.batched) + int(direct)))
     env = {out: "acc"}
-    body += epi.emit(_TileSpace("out_offs", "out_mask", coords), env)
+    body += epi.emit(_TileSpace("out_offs", "out_mask", coords, scalars), env)
     body += [f"tl.store({o}_out + out_offs, {env[v]}, mask=out_mask)" for o, v in zip(outs, stores)]
 
     sizes = ["N"] + [ax.size for ax in axes] + [ax.out_size for ax in axes]
     params = ["x_ptr", "w_ptr"] + (["bias_ptr"] if bias else []) + epi.params() + [f"{o}_out" for o in outs] + sizes
-    blocks = ["BLOCK_M", "BLOCK_N"] + ([] if direct else ["BLOCK_K"])
+    blocks = ["BLOCK_M"] + ([] if direct else ["BLOCK_N", "BLOCK_K"])
     kernel = autotune(_tiles(conv, device), sizes, device) + [
         "@triton.jit",
         f"def {name}({', '.join(params)}, {', '.join(f'{b}: tl.constexpr' for b in blocks)}):",
@@ -345,109 +381,144 @@ def _header(op: str, conv: _Conv, axes: list[_Axis], frag: Fragment) -> list[str
     extra = f", output padding {conv.output_padding}" if conv.transposed else ""
     lines = [f"# {op}: out[n, oc, {', '.join(ax.out for ax in axes)}] = sum over {over} of",
              f"#     w[{w_at}] * x[n, {ch}, {x_at}]  (zero outside x)",
-             f"# {groups}; stride {conv.stride}, padding {conv.padding}, dilation {conv.dilation}{extra}.",
-             "# Depthwise: accumulated tap by tap (a GEMM per group would be a matrix-vector product)."
-             if conv.direct else "# Implicit GEMM: k = (c, taps), gathered from x tile by tile, reduced with tl.dot.",
-             "# Tiles are [BLOCK_N channels, BLOCK_M positions]: positions are contiguous in memory, so the",
-             "# loads of x and the store run along them."]
+             f"# {groups}; stride {conv.stride}, padding {conv.padding}, dilation {conv.dilation}{extra}."]
+    if conv.direct:
+        lines += ["# Depthwise: a program takes BLOCK_M positions of one output plane (n, oc) and accumulates",
+                  "# tap by tap (a GEMM per group would be a matrix-vector product)."]
+    else:
+        how = ("taps outer, BLOCK_K input channels at a time inner" if _taps_outer(conv)
+               else "k = (tap, c) flattened, BLOCK_K at a time (few input channels)")
+        lines += [f"# Implicit GEMM per image: {how}; x gathered, reduced with tl.dot.",
+                  "# Tiles are [BLOCK_M positions, BLOCK_N channels]; w is read as "
+                  + ("[g, taps, c, co] (relaid by forward)." if _relaid(conv) else "it is.")]
     if len(frag.nodes) > 1:
         lines.append(f"# Fused: {frag.label}, on the accumulator before the store.")
     return lines
 
 
+def _grid_extent(ax: _Axis) -> str:
+    """Positions along the axis the grid makes room for: the largest residue class's."""
+    return f"({affine(ax.out_size, 1, ax.residue[1] - 1)}) // {ax.residue[1]}" if ax.residue else ax.out_size
+
+
 def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
     direct = conv.direct
     residues = [ax for ax in axes if ax.residue]
-    channels = conv.out_channels if direct else conv.out_per_group
     body = ["pid = tl.program_id(0)"]
     if not direct and conv.groups > 1:
         body.append("g = tl.program_id(1)  # the group")
-    body += [f"num_n = tl.cdiv({channels}, BLOCK_N)",
-             "pid_m = pid // num_n",
-             "pid_n = pid % num_n  # the channel tiles of a position tile run together: its x stays in L2"]
     if residues:
         body.append("cls = tl.program_id(2)  # the residue class of the outputs along the strided axes")
         body += _unravel("cls", [ax.residue[0] for ax in residues], [str(ax.residue[1]) for ax in residues])
         for ax in residues:
             body += ax.setup
-
-    # output positions: n, then an index per axis
     extents = [ax.extent for ax in axes]
-    body += ["m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)",
-             f"m_ok = m < N * {' * '.join(extents)}",
-             f"n = m // {_product(extents)}",
-             f"q = (m % {_product(extents)}).to(tl.int32)"]
+    body.append(f"num_m = tl.cdiv({_product([_grid_extent(ax) for ax in axes], grouped=False)}, BLOCK_M)")
+    if direct:
+        body += ["plane = pid // num_m  # n * OC + oc: one output plane per program",
+                 "pid_m = pid % num_m",
+                 f"n = plane // {conv.out_channels}",
+                 f"oc = plane % {conv.out_channels}"]
+    else:
+        body += [f"num_n = tl.cdiv({conv.out_per_group}, BLOCK_N)",
+                 "pid_n = pid % num_n  # the channel tiles of a position tile run together: its x stays in L2",
+                 "pid_m = (pid // num_n) % num_m",
+                 "n = pid // (num_n * num_m)  # the image"]
+    # positions within the image (int32: the launcher checks an image's sizes)
+    body += ["q = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+             f"q_ok = q < {_product(extents)}"]
     body += _unravel("q", [ax.pos for ax in axes], extents)
     body += [f"o{ax.name} = {ax.out}" for ax in residues]
-    # window origins: named where bounds are checked, inlined into the row offset otherwise
+    # window origins: named where bounds are checked, inlined into the offsets otherwise
     starts = {}
     for ax in axes:
         starts[ax.name] = f"i{ax.name}0" if ax.bounded else ax.start
         if ax.bounded:
             body.append(f"i{ax.name}0 = {ax.start}")
     # a bounded axis with a single tap: whether x is read depends on the position alone
-    x_ok = "m_ok"
+    x_ok = "q_ok"
     single = [f"(i{ax.name}0 >= 0) & (i{ax.name}0 < {ax.size})" for ax in axes if ax.bounded and ax.offset is None]
     if single:
         x_ok = "x_ok"
-        body.append(f"x_ok = {' & '.join(['m_ok'] + single)}")
-    window = [(ax.size, starts[ax.name]) for ax in axes]
+        body.append(f"x_ok = {' & '.join(['q_ok'] + single)}")
+    plane_size = _product([ax.size for ax in axes])
     tap_index = _horner(None, [(str(k), ax.kernel_index if ax.tap else None) for k, ax in zip(conv.kernel, axes)])
     bounded = [ax for ax in axes if ax.bounded and ax.offset is not None]
+    # a 1x1 convolution of stride 1 reads its own position: contiguous offsets, vectorised loads
+    same_positions = not conv.transposed and all(ax.start == ax.pos and ax.offset is None and not ax.bounded
+                                                 for ax in axes)
+    count = _product([ax.taps for ax in axes], grouped=False)
+    if residues:  # the taps reaching this class
+        body.append(f"taps = {count}")
+        count = "taps"
+    # a literal tap count unrolls: the tap's offsets fold into constants
+    tap_loop = f"for tap in {'range' if residues else 'tl.static_range'}(0, {count}):"
+
+    def tap_lines() -> tuple[list[str], str, str]:
+        """Lines for one tap (a scalar): the input positions it reads ([BLOCK_M]) and their mask."""
+        lines = _unravel("tap", [ax.tap for ax in axes], [ax.taps for ax in axes])
+        lines += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, False)}" for ax in bounded]
+        ok = " & ".join([x_ok] + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded])
+        at = "q" if same_positions else _horner(
+            None, [(ax.size, f"i{ax.name}" if ax in bounded else _plus(starts[ax.name], ax.offset, False))
+                   for ax in axes])
+        return lines, at, ok
 
     if direct:
         chan = "oc" if conv.out_per_group == 1 else f"(oc // {conv.out_per_group})"
-        body += ["oc = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
-                 f"oc_ok = oc < {conv.out_channels}",
-                 f"x_row = {_horner(f'n * {conv.in_channels}', window)}",
-                 f"x_chan = {chan} * {_product([ax.size for ax in axes])}  # output channel oc reads this one",
-                 "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)"]
-        count = _product([ax.taps for ax in axes], grouped=False)
-        if residues:  # the taps reaching this class
-            body.append(f"taps = {count}")
-            count = "taps"
-        # a literal tap count unrolls: the tap's offsets fold into constants
-        head = f"for tap in {'range' if residues else 'tl.static_range'}(0, {count}):"
-        loop = _unravel("tap", [ax.tap for ax in axes], [ax.taps for ax in axes])
-        loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, False)}" for ax in bounded]
-        ok = " & ".join([x_ok] + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded])
-        x_tap = _horner(None, [(ax.size, ax.offset) for ax in axes])
-        x_at = _plus("x_row", None if x_tap == "0" else x_tap, False)
-        loop += [f"x_mask = oc_ok[:, None] & {_bcast(ok, '[None, :]')}",
-                 f"xv = tl.load(x_ptr + x_chan[:, None] + {_bcast(x_at, '[None, :]')}, mask=x_mask, other=0.0)",
-                 f"wv = tl.load(w_ptr + {affine('oc', conv.taps, 0)}{'' if tap_index == '0' else ' + ' + tap_index}, "
-                 "mask=oc_ok, other=0.0)",
-                 "acc += wv[:, None] * xv"]
+        body += [f"x_plane = x_ptr + (n.to(tl.int64) * {conv.in_channels} + {chan}) * {plane_size}",
+                 "acc = tl.zeros((BLOCK_M,), dtype=tl.float32)"]
+        lines, at, ok = tap_lines()
+        lines += [f"wv = tl.load(w_ptr + {affine('oc', conv.taps, 0)}{'' if tap_index == '0' else ' + ' + tap_index})",
+                  f"acc += wv * tl.load(x_plane + {at}, mask={ok}, other=0.0)"]
+        head, loop = tap_loop, lines
     else:
-        icg, ocg, taps = conv.in_per_group, conv.out_per_group, conv.taps
-        lead = f"n * {conv.in_channels}" + ("" if conv.groups == 1 else f" + g * {icg}")
+        icg, ocg = conv.in_per_group, conv.out_per_group
+        lead = f"n.to(tl.int64) * {conv.in_channels}" + ("" if conv.groups == 1 else f" + g * {icg}")
         if conv.groups == 1:
             body += ["oc = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)", f"oc_ok = oc < {ocg}"]
+            co, w_group = "oc", "w_ptr"
         else:
             body += ["co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels within group g",
                      f"oc_ok = co < {ocg}", f"oc = g * {ocg} + co"]
-        body.append(f"x_row = {_horner(lead, window)}")
-        if conv.transposed:  # w[g * ICg + c, co, taps]
-            body.append("w_row = " + (f"g * {icg * ocg * taps} + {affine('co', taps, 0)}" if conv.groups > 1
-                                      else affine("oc", taps, 0)))
-            w_col = affine("c", ocg * taps, 0) + ("" if tap_index == "0" else f" + {tap_index}")
-        else:  # w[oc, c, taps]: a row of w is one output channel's k, in the order k runs
-            body.append(f"w_row = {affine('oc', icg * taps, 0)}")
-            w_col = "k"
-        body += [f"K = {_product([str(icg)] + [ax.taps for ax in axes], grouped=False)}  # input channels x taps"
-                 + (" of this class" if residues else ""),
-                 "acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)"]
-        count, head = "K", "for k0 in range(0, K, BLOCK_K):"
-        loop = ["k = k0 + tl.arange(0, BLOCK_K)", "k_ok = k < K"]
-        loop += _unravel("k", ["c"] + [ax.tap for ax in axes], [str(icg)] + [ax.taps for ax in axes])
-        loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, True)}" for ax in bounded]
-        x_col = _horner("c", [(ax.size, ax.offset) for ax in axes])
-        loop += ["x_mask = " + " & ".join([f"k_ok[:, None] & {x_ok}[None, :]"]
-                                          + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded]),
-                 f"xv = tl.load(x_ptr + x_row[None, :] + {_bcast(x_col, '[:, None]')}, mask=x_mask, other=0.0)",
-                 f"wv = tl.load(w_ptr + w_row[:, None] + {_bcast(w_col, '[None, :]')}, "
-                 "mask=oc_ok[:, None] & k_ok[None, :], other=0.0)",
-                 f'acc += tl.dot(wv, xv, input_precision="{prec}")']
+            co, w_group = "co", f"w_ptr + g * {conv.taps * icg * ocg}"
+
+        def w_at(row: str) -> str:
+            """The weight tile's offsets: [BLOCK_K rows of (tap, c), BLOCK_N output channels]."""
+            if _relaid(conv) or conv.transposed:  # [g, taps, ICg, OCg]
+                return f"{w_group} + ({row})[:, None] * {ocg} + {co}[None, :]"
+            return f"w_ptr + ({row})[:, None] + (oc * {icg})[None, :]"  # a 1x1 conv's [OC, ICg]
+        body += [f"x_img = x_ptr + ({lead}) * {plane_size}",
+                 "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
+        if _taps_outer(conv):
+            lines, at, ok = tap_lines()
+            w_row = "c" if tap_index == "0" else f"{paren(tap_index)} * {icg} + c"
+            lines += [f"x_tap = x_img + {at}",
+                      f"for c0 in range(0, {icg}, BLOCK_K):",
+                      "    c = c0 + tl.arange(0, BLOCK_K)",
+                      f"    c_ok = c < {icg}",
+                      f"    xv = tl.load(x_tap[:, None] + (c * {plane_size})[None, :], "
+                      f"mask={_bcast(ok, '[:, None]')} & c_ok[None, :], other=0.0)",
+                      f"    wv = tl.load({w_at(w_row)}, mask=c_ok[:, None] & oc_ok[None, :], other=0.0)",
+                      f'    acc += tl.dot(xv, wv, input_precision="{prec}")']
+            head, loop = tap_loop, lines
+        else:
+            # k = tap * ICg + c: the relaid weight's row, as the taps run
+            body.append(f"K = {_product([ax.taps for ax in axes] + [str(icg)], grouped=False)}  # taps x input channels"
+                        + (" of this class" if residues else ""))
+            count = "K"
+            head = "for k0 in range(0, K, BLOCK_K):"
+            loop = ["k = k0 + tl.arange(0, BLOCK_K)", "k_ok = k < K"]
+            loop += _unravel("k", [ax.tap for ax in axes] + ["c"], [ax.taps for ax in axes] + [str(icg)])
+            loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, True)}" for ax in bounded]
+            x_col = _horner("c", [(ax.size, ax.offset) for ax in axes])
+            w_row = "k" if not residues else f"{paren(tap_index)} * {icg} + c"
+            loop += ["x_mask = " + " & ".join([f"{x_ok}[:, None] & k_ok[None, :]"]
+                                              + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded]),
+                     f"xv = tl.load(x_img + {_bcast(_horner(None, [(ax.size, starts[ax.name]) for ax in axes]), '[:, None]')}"
+                     f" + {_bcast(x_col, '[None, :]')}, mask=x_mask, other=0.0)",
+                     f"wv = tl.load({w_at(w_row)}, mask=k_ok[:, None] & oc_ok[None, :], other=0.0)",
+                     f'acc += tl.dot(xv, wv, input_precision="{prec}")']
     if residues:
         # A class no tap reaches keeps acc = 0. The guard also keeps its zero tap counts out of
         # the index math, which the pipeliner runs ahead of the loop: without it, Triton 3.6 on
@@ -455,19 +526,29 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
         # took the counts for nonzero).
         body.append(f"if {count} > 0:")
         head, loop = f"    {head}", [f"    {line}" for line in loop]
-    body += [head] + [f"    {line}" for line in loop]
-    if conv.bias:
-        body.append("acc += tl.load(bias_ptr + oc, mask=oc_ok, other=0.0)[:, None]")
-    # flat offsets in the contiguous output (n, oc, spatial...)
-    out_pos = _horner(f"n * {conv.out_channels}", [(ax.out_size, f"o{ax.name}") for ax in axes])
-    body += [f"out_offs = (oc.to(tl.int64) * {_product([ax.out_size for ax in axes])})[:, None] + ({out_pos})[None, :]",
-             "out_mask = oc_ok[:, None] & m_ok[None, :]"]
+    if count == "1":  # a single tap: no loop
+        body += loop
+    else:
+        body += [head] + [f"    {line}" for line in loop]
+    out_plane = _product([ax.out_size for ax in axes])
+    out_pos = "q" if same_positions else _horner(None, [(ax.out_size, f"o{ax.name}") for ax in axes])
+    if direct:
+        if conv.bias:
+            body.append("acc += tl.load(bias_ptr + oc)")
+        body += [f"out_offs = plane.to(tl.int64) * {out_plane} + {paren(out_pos)}",
+                 "out_mask = q_ok"]
+    else:
+        if conv.bias:
+            body.append("acc += tl.load(bias_ptr + oc, mask=oc_ok, other=0.0)[None, :]")
+        body += [f"out_offs = n.to(tl.int64) * {conv.out_channels} * {out_plane} + "
+                 f"(oc * {out_plane})[None, :] + ({out_pos})[:, None]",
+                 "out_mask = q_ok[:, None] & oc_ok[None, :]"]
     return body
 
 
 def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], x: str, w: str, bias: str | None,
               epi: PointwiseBlock, outs: list[str], stores: list[str], name: str, prec: str) -> list[str]:
-    how = "depthwise, tap by tap" if conv.direct else f"implicit GEMM, tl.dot ({prec})"
+    how = "depthwise, a plane per program" if conv.direct else f"implicit GEMM, tl.dot ({prec})"
     lines = [f"# {frag.label}: Triton, {how}{' with a fused epilogue' if frag.epilogue else ''}",
              f"_x = {program.expr(x)}.contiguous()"]
     first = 2 if conv.batched else 1
@@ -487,22 +568,37 @@ def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], 
     shape = (["_N"] if conv.batched else []) + [str(conv.out_channels)] + [f"_{ax.out_size}" for ax in axes]
     for o, v in zip(outs, stores):
         lines.append(f"{o} = torch.empty({', '.join(shape)}, device=_x.device, dtype={program.values[v].dtype})")
+    # offsets within one image are int32 in the kernel
+    ins_size = " * ".join([str(conv.in_channels)] + sizes)
+    outs_size = " * ".join([str(conv.out_channels)] + [f"_{ax.out_size}" for ax in axes])
+    lines += [f"if {ins_size} >= 2**31 or {outs_size} >= 2**31:",
+              "    raise ValueError(f\"an image of {tuple(_x.shape[-%d:])} is too large for this module's 32-bit "
+              "offsets within an image\")" % (conv.dims + 1)]
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     # positions per program: the largest residue class along strided axes
     extents = [f"_cdiv(_{ax.out_size}, {ax.residue[1]})" if ax.residue else f"_{ax.out_size}" for ax in axes]
     classes = math.prod(ax.residue[1] for ax in axes if ax.residue)
-    channels, groups = (conv.out_channels, 1) if conv.direct else (conv.out_per_group, conv.groups)
-    lines.append(f"_M = {' * '.join(['_N'] + extents)}")
-    lines.append(f"_grid = lambda meta: (_cdiv(_M, meta['BLOCK_M']) * _cdiv({channels}, meta['BLOCK_N']), "
-                 f"{groups}, {classes})")
+    tiles = f"_cdiv({' * '.join(extents)}, meta['BLOCK_M'])"
+    if conv.direct:
+        lines.append(f"_grid = lambda meta: (_N * {conv.out_channels} * {tiles}, 1, {classes})")
+    else:
+        lines.append(f"_grid = lambda meta: (_N * {tiles} * _cdiv({conv.out_per_group}, meta['BLOCK_N']), "
+                     f"{conv.groups}, {classes})")
     for v in (w, bias):
         # the channels and taps are the kernel's constants: a weight forward is given (not a
         # parameter) may come in another shape, which is refused rather than read out of bounds
         if v and program.values[v].kind not in ("param", "buffer", "const"):
             lines += shape_check(program.expr(v), program.expr(v), f"tuple({program.expr(v)}.shape)",
                                  str(tuple(program.values[v].shape)), f"{outs[0]}.shape")
-    call = ["_x", f"{program.expr(w)}.contiguous()"] + ([program.expr(bias)] if bias else []) + args + outs
+    weight = f"{program.expr(w)}.contiguous()"
+    if _relaid(conv):
+        # [groups, taps, ICg, OCg]: a copy of the weight's few kB per call, not kept, so a weight
+        # written in place (through .data too, which no version counter sees) is always read
+        lines.append(f"_w = {program.expr(w)}.reshape({conv.groups}, {_w_split(conv)}, -1)"
+                     f".permute({'0, 3, 1, 2' if conv.transposed else '0, 3, 2, 1'}).contiguous()")
+        weight = "_w"
+    call = ["_x", weight] + ([program.expr(bias)] if bias else []) + args + outs
     call += ["_N"] + sizes + [f"_{ax.out_size}" for ax in axes]
     lines.append(f"{name}[_grid]({', '.join(call)})")
     return lines

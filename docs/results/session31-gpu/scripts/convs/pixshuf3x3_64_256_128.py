@@ -1,0 +1,20 @@
+"""pixshuf3x3_64_256_128: one convolution at a realistic size (session 31 A/B)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(64, 256, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 64, 128, 128)]
+
+
+def get_init_inputs():
+    return []
