@@ -256,6 +256,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     caller traces another way) instead of a static trace."""
     import torch.fx.experimental._config as fx_config
 
+    from drtriton.batch_norm_epilogue import batch_norm_epilogues
     from drtriton.masked_update import push_elementwise_into_masked_updates
     from drtriton.recompose import recompose
     from drtriton.symbolic_forms import SymbolicForms
@@ -289,7 +290,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
                 else:
                     raise CaptureError(str(e)) from None
                 continue
-        return promote_rank0(recompose(graph if lowered is None else lowered))
+        return promote_rank0(batch_norm_epilogues(recompose(graph if lowered is None else lowered)))
 
 
 def _tensor_reads() -> set:

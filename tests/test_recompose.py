@@ -113,12 +113,14 @@ GEMMA = LLAMA.replace("transformers' LlamaRMSNorm (Qwen, Mistral and Phi-3 have 
 
 
 def test_a_weight_computed_after_the_norm_runs_before_it_and_the_product_fuses(cpu_verifier):
-    """`1 + w` reads only a parameter: it runs before the norm, whose kernel then applies it
-    (before, the product ran as a kernel of its own after both)."""
+    """`1 + w` reads only a parameter: the norm's kernel computes it where it applies it (a
+    "parameter" value, policy/recompute.py; session 30 ran it as a kernel of its own before the
+    norm, and before that the product ran as a kernel of its own after both)."""
     assert "1.0 + self.weight.float()" in GEMMA
     _, result, _ = convert(cpu_verifier, textwrap.dedent(GEMMA), mode="strict")
     assert result.correct, failures(result)
-    assert result.plan.split("; ")[:2] == ["to_dtype, add_scalar: Triton", "to_dtype, rms_norm, mul: Triton"], result.plan
+    assert result.plan.split("; ")[0] == "to_dtype, rms_norm, mul: Triton", result.plan
+    assert "add_scalar" not in result.plan
 
 
 class ReturnsVariance(nn.Module):  # the variance is an output too: the five operators stay

@@ -338,12 +338,14 @@ class PointwiseBlock:
             named = e if e.isidentifier() else f"_{self.gathered_local[v]}"
             if named != e:
                 prelude.append(f"{named} = {e}")
+            args += [named, f"*{named}.stride()"]
+            if self.program.values[v].kind in ("param", "buffer"):
+                continue  # the module's own: its sizes are the converted ones (as a conv's weight)
             sizes = recompute.gathered_check(self.program, v, self.recomputed, shape, len(self.shape))
             dims = tuple(d for d, _ in sizes)
             want = tuple_source([size for _, size in sizes])
             prelude += shape_check(e, named, tuple_source([f"{named}.shape[{d}]" for d in dims]), want, shape,
                                    wanted=f"sizes {{{want}}} along dims {dims}")
-            args += [named, f"*{named}.stride()"]
         fixed = recompute.fixed_sizes(self.program, self.recomputed, len(self.shape))
         if fixed:  # positions computed for these sizes: the output must have them
             dims = sorted(fixed)

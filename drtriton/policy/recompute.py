@@ -170,9 +170,16 @@ def _number(a) -> bool:
     return isinstance(a, (int, float)) and not isinstance(a, bool)
 
 
+def _parameter(program, value: str) -> bool:
+    """A module's parameter or buffer: stored, the same at every call."""
+    return program.values[value].kind in ("param", "buffer")
+
+
 class _Kinds:
-    """Which nodes could be recomputed: "position" (a function of the element's position alone)
-    or "read" (it reads a stored tensor's data)."""
+    """Which nodes could be recomputed: "position" (a function of the element's position alone),
+    "read" (it reads a stored tensor's data) or "parameter" (elementwise arithmetic and reshapes
+    on parameters and buffers alone: a batch norm's scale and shift, Gemma's `1 + w`, loaded and
+    computed where read instead of a kernel of their own before)."""
 
     def __init__(self, program):
         self.program = program
@@ -224,6 +231,10 @@ class _Kinds:
             return "position" if fits and _arange_start_step(n) is not None else None
         if n.target in RESHAPES or n.target in EXPANDS:
             ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
+            if len(ins) == 1 and _static(out) and (_parameter(program, ins[0]) or
+                                                   self.candidate.get(ins[0]) == "parameter"):
+                src = program.values[ins[0]]
+                return "parameter" if _non_one(src.shape) == _non_one(out.shape) else None
             if len(ins) != 1 or self.candidate.get(ins[0]) != "position" or not _static(out):
                 return None
             src = program.values[ins[0]]
@@ -232,6 +243,11 @@ class _Kinds:
                 s in (1, o) for s, o in zip(src.shape, out.shape[len(out.shape) - len(src.shape):]))
             return "position" if same_order or broadcast else None
         if n.op is not None and VOCABULARY[n.op].category in POINTWISE and VOCABULARY[n.op].triton_template is not None:
+            ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
+            if ins and _static(out) and out.dtype in _TL and all(
+                    _parameter(program, v) or self.candidate.get(v) == "parameter" for v in ins) and \
+                    not any(program.values[v].kind == "node" for v in program.inputs_of(n) if not program.is_tensor(v)):
+                return "parameter"
             if not self._inputs_recomputable(n):
                 return None
             # other inputs: numbers written into the kernel (a size forward computes would be an argument)
@@ -278,6 +294,8 @@ def recomputed_nodes(program) -> set[str]:
             # a read's tensor, and its index tensors, may be stored (loaded where read)
             stored = {read.x, *(read.entries[d] for d in read.indexed)} \
                 if read is not None and kinds.candidate[n.outputs[0]] == "read" else set()
+            if kinds.candidate[n.outputs[0]] == "parameter":  # its parameters are loaded where read
+                stored |= {v for v in program.inputs_of(n) if program.is_tensor(v) and _parameter(program, v)}
             ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v not in stored
                    and n.name not in kinds.shifted]
             if any(not _made_by(program, v, recomputed) for v in ins) or \
@@ -548,6 +566,8 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
             want += enumerate(_read_sizes(program, read, out))
         elif read is not None:  # a stored index tensor: the read's indexed block, aligned right
             want += enumerate(_index_sizes(program, read, x, out))
+        elif node.target in RESHAPES or node.target in EXPANDS:  # a parameter viewed: its own sizes
+            want += enumerate(str(s) for s in xv.shape)
         elif read is None:  # a cat's branch, or what feeds one
             want += enumerate(_input_sizes(program, node, x, out))
     return sorted(set(want))
@@ -571,8 +591,13 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
             for e in (read.entries[d] for d in read.indexed):
                 if _made_by(program, e, program.recomputed):
                     sizes.setdefault(e, _index_sizes(program, read, e, out))
-        if out is None or read is not None or node.target in RESHAPES or node.target in EXPANDS:
+        if out is not None and (node.target in RESHAPES or node.target in EXPANDS):
+            for a in program.inputs_of(node):  # a parameter value viewed: computed at its own sizes
+                if program.is_tensor(a) and _made_by(program, a, program.recomputed) and _static(program.values[a]):
+                    sizes.setdefault(a, [str(n) for n in program.values[a].shape])
             continue  # (positions under them: they read nothing stored)
+        if out is None or read is not None:
+            continue
         for a in program.inputs_of(node):
             if program.is_tensor(a) and _made_by(program, a, program.recomputed):
                 sizes.setdefault(a, _input_sizes(program, node, a, out))
