@@ -83,6 +83,9 @@ CASES = {
         ("Conv2d", "40, 8, 3, stride=2, padding=1, dilation=2, groups=2", "2, 40, 9, 7"),
         ("Conv2d", "24, 6, 1, bias=False", "2, 24, 5, 7"),
         ("Conv2d", "32, 8, 1, stride=2, groups=2", "2, 32, 5, 7"),
+        ("Conv2d", "16, 6, 1, padding=1", "2, 16, 4, 5"),  # 1x1 reading the padding around x
+        ("Conv2d", "16, 6, 3, padding=1", "16, 5, 4"),  # unbatched, taps outer
+        ("Conv2d", "4, 8, 3, groups=4, padding=2, dilation=2", "2, 4, 7, 6"),  # depthwise x2, bias
     ],
     "conv3d": [
         ("Conv3d", "3, 5, (3, 2, 1), stride=(1, 2, 1), padding=(1, 0, 1), bias=False", "2, 3, 6, 7, 5"),
@@ -104,6 +107,8 @@ CASES = {
         # taps outer with residue classes (a tap count per class), grouped; a transposed 1x1
         ("ConvTranspose2d", "32, 8, 3, stride=2, padding=1, output_padding=1, groups=2", "2, 32, 4, 5"),
         ("ConvTranspose2d", "20, 6, 1, stride=2, bias=False", "2, 20, 3, 4"),
+        # gcd(stride, dilation) > 1 with taps outer: classes no tap reaches
+        ("ConvTranspose2d", "16, 4, 3, stride=2, padding=1, dilation=2, output_padding=1", "2, 16, 3, 4"),
     ],
     "conv_transpose3d": [
         ("ConvTranspose3d", "4, 6, 3, stride=2, padding=1, output_padding=1", "1, 4, 3, 4, 3"),
@@ -257,6 +262,36 @@ def test_epilogue_reads_per_channel_and_per_image_operands(cpu_verifier, cin, co
     source = _first_candidate(problem).source
     assert source.count("@triton.jit") == 1
     assert re.search(r"y_val = tl\.load\(y_ptr \+ n \* y_s0\)", source), source  # one scalar per program
+
+
+ALONG_POSITIONS = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d({cin}, {cout}, 3, padding=1, groups={groups})
+
+    def forward(self, x, y, z):
+        return torch.relu(self.conv(x) + y) * z
+
+
+def get_inputs():
+    return [torch.randn(2, {cin}, 5, 6), torch.randn(2, 1, 5, 6), torch.randn({cout}, 1, 6)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("cin, cout, groups, how", [(16, 8, 1, "precision=ieee"), (6, 6, 6, "method=direct")])
+def test_epilogue_operands_broadcast_along_positions(cpu_verifier, cin, cout, groups, how):
+    """Operands of shape (N, 1, H, W) and (C, 1, W): read along the tile's positions."""
+    problem = from_source(ALONG_POSITIONS.format(cin=cin, cout=cout, groups=groups), name=how)
+    _check(cpu_verifier, problem, f"conv2d, add, relu, mul: Triton ({how})")
 
 
 def test_a_constant_tensor_made_in_forward_is_a_literal(cpu_verifier):
