@@ -109,6 +109,8 @@ CASES = {
         ("ConvTranspose2d", "20, 6, 1, stride=2, bias=False", "2, 20, 3, 4"),
         # gcd(stride, dilation) > 1 with taps outer: classes no tap reaches
         ("ConvTranspose2d", "16, 4, 3, stride=2, padding=1, dilation=2, output_padding=1", "2, 16, 3, 4"),
+        # several position tiles per class: the kernel's tile count must be the grid's
+        ("ConvTranspose2d", "16, 8, 3, stride=2, padding=1, output_padding=1", "2, 16, 16, 18"),
     ],
     "conv_transpose3d": [
         ("ConvTranspose3d", "4, 6, 3, stride=2, padding=1, output_padding=1", "1, 4, 3, 4, 3"),
@@ -261,7 +263,7 @@ def test_epilogue_reads_per_channel_and_per_image_operands(cpu_verifier, cin, co
     _check(cpu_verifier, problem, plan)
     source = _first_candidate(problem).source
     assert source.count("@triton.jit") == 1
-    assert re.search(r"y_val = tl\.load\(y_ptr \+ n \* y_s0\)", source), source  # one scalar per program
+    assert re.search(r"y_val = tl\.load\(y_ptr \+ n\.to\(tl\.int64\) \* y_s0\)", source), source  # one scalar per program, 64-bit
 
 
 ALONG_POSITIONS = '''

@@ -350,7 +350,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     # epilogue on the accumulator, then one store per value needed outside: the image (and a
     # depthwise plane's channel) is one value per program
     spatial = [f"o{a}" if direct else f"o{a}[:, None]" for a in AXES[conv.dims]]
-    coords = (["n"] if conv.batched else []) + ["oc" if direct else "oc[None, :]"] + spatial
+    coords = (["n.to(tl.int64)"] if conv.batched else []) + ["oc" if direct else "oc[None, :]"] + spatial
     scalars = tuple(range(int(conv.batched) + int(direct)))
     env = {out: "acc"}
     body += epi.emit(_TileSpace("out_offs", "out_mask", coords, scalars), env)
@@ -398,7 +398,8 @@ def _header(op: str, conv: _Conv, axes: list[_Axis], frag: Fragment) -> list[str
 
 def _grid_extent(ax: _Axis) -> str:
     """Positions along the axis the grid makes room for: the largest residue class's."""
-    return f"({affine(ax.out_size, 1, ax.residue[1] - 1)}) // {ax.residue[1]}" if ax.residue else ax.out_size
+    # parenthesised whole: the extents are multiplied, and a // after a * binds to the product
+    return f"(({affine(ax.out_size, 1, ax.residue[1] - 1)}) // {ax.residue[1]})" if ax.residue else ax.out_size
 
 
 def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
