@@ -78,8 +78,15 @@ def time_plans(files: list[Path], a: Path, b: Path, trials: int) -> dict:
                     plans[tag] = m.ModelNew(*init).cuda().eval()
                     plans[tag].load_state_dict(ref.state_dict(), strict=False)
             with torch.no_grad():
-                want = _first(ref(*inputs)).float()
-                err = {tag: float((_first(m(*inputs)).float() - want).abs().max()) for tag, m in plans.items()}
+                # each plan checked on inputs of its own, one after the other: output a plan never
+                # writes then holds the previous plan's result for other inputs, not the right one
+                # (torch.empty would otherwise hand B the block A just filled correctly)
+                err = {}
+                for i, (tag, m) in enumerate(plans.items()):
+                    torch.manual_seed(1 + i)
+                    xs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
+                    want = _first(ref(*xs)).float()
+                    err[tag] = float((_first(m(*xs)).float() - want).abs().max())
                 compiled = torch.compile(ref)
                 compiled(*inputs)
             fns = {"eager": ref, "compile": compiled, **plans}

@@ -566,8 +566,6 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
             want += enumerate(_read_sizes(program, read, out))
         elif read is not None:  # a stored index tensor: the read's indexed block, aligned right
             want += enumerate(_index_sizes(program, read, x, out))
-        elif node.target in RESHAPES or node.target in EXPANDS:  # a parameter viewed: its own sizes
-            want += enumerate(str(s) for s in xv.shape)
         elif read is None:  # a cat's branch, or what feeds one
             want += enumerate(_input_sizes(program, node, x, out))
     return sorted(set(want))
@@ -591,13 +589,8 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
             for e in (read.entries[d] for d in read.indexed):
                 if _made_by(program, e, program.recomputed):
                     sizes.setdefault(e, _index_sizes(program, read, e, out))
-        if out is not None and (node.target in RESHAPES or node.target in EXPANDS):
-            for a in program.inputs_of(node):  # a parameter value viewed: computed at its own sizes
-                if program.is_tensor(a) and _made_by(program, a, program.recomputed) and _static(program.values[a]):
-                    sizes.setdefault(a, [str(n) for n in program.values[a].shape])
+        if out is None or read is not None or node.target in RESHAPES or node.target in EXPANDS:
             continue  # (positions under them: they read nothing stored)
-        if out is None or read is not None:
-            continue
         for a in program.inputs_of(node):
             if program.is_tensor(a) and _made_by(program, a, program.recomputed):
                 sizes.setdefault(a, _input_sizes(program, node, a, out))

@@ -448,12 +448,14 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
     # a 1x1 convolution of stride 1 reads its own position: contiguous offsets, vectorised loads
     same_positions = not conv.transposed and all(ax.start == ax.pos and ax.offset is None and not ax.bounded
                                                  for ax in axes)
-    count = _product([ax.taps for ax in axes], grouped=False)
+    # what the outer loop counts: the taps (K where k is flattened, below); a residue class with
+    # none skips it, a single one needs no loop
+    trips = _product([ax.taps for ax in axes], grouped=False)
     if residues:  # the taps reaching this class
-        body.append(f"taps = {count}")
-        count = "taps"
+        body.append(f"taps = {trips}")
+        trips = "taps"
     # a literal tap count unrolls: the tap's offsets fold into constants
-    tap_loop = f"for tap in {'range' if residues else 'tl.static_range'}(0, {count}):"
+    tap_loop = f"for tap in {'range' if residues else 'tl.static_range'}(0, {trips}):"
 
     def tap_lines() -> tuple[list[str], str, str]:
         """Lines for one tap (a scalar): the input positions it reads ([BLOCK_M]) and their mask."""
@@ -507,7 +509,7 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
             # k = tap * ICg + c: the relaid weight's row, as the taps run
             body.append(f"K = {_product([ax.taps for ax in axes] + [str(icg)], grouped=False)}  # taps x input channels"
                         + (" of this class" if residues else ""))
-            count = "K"
+            trips = "K"
             head = "for k0 in range(0, K, BLOCK_K):"
             loop = ["k = k0 + tl.arange(0, BLOCK_K)", "k_ok = k < K"]
             loop += _unravel("k", [ax.tap for ax in axes] + ["c"], [ax.taps for ax in axes] + [str(icg)])
@@ -525,9 +527,9 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
         # the index math, which the pipeliner runs ahead of the loop: without it, Triton 3.6 on
         # the H100 gave wrong results (a division by zero there is undefined, and the compiler
         # took the counts for nonzero).
-        body.append(f"if {count} > 0:")
+        body.append(f"if {trips} > 0:")
         head, loop = f"    {head}", [f"    {line}" for line in loop]
-    if count == "1":  # a single tap: no loop
+    if trips == "1":  # a single tap: no loop
         body += loop
     else:
         body += [head] + [f"    {line}" for line in loop]
