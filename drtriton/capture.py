@@ -154,23 +154,11 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
         # export would pin a leading size of 1: trace it size-obliviously, else (C++ code that
         # reads the size guards it to 1 all the same) at a batch of 2, kept where it computes
         # what the trace as it is does; a module that needs the size pinned is traced as it is
-        # Either trace must also give the module's own output shapes at its batch: treated as
-        # not 1, a batch of 1 is no longer squeezed away (`x.squeeze(0)`)
         ones = [i for i, x in enumerate(inputs) if _leading_one(x)]
         shapes = _output_shapes(model, inputs)
-        try:
-            graph = _trace(model, inputs, reads, oblivious=True, batch=ones)
-        except Exception:
-            graph = None
-        if graph is not None and not _gives_shapes(graph, shapes):
-            graph = None
+        graph = _batch_trace(model, inputs, reads, ones, shapes, oblivious=True)
         if graph is None:
-            try:
-                at_two = _trace(model, _batch_of_two(inputs), reads, batch=ones)
-            except Exception:
-                at_two = None
-            if at_two is not None and not _gives_shapes(at_two, shapes):
-                at_two = None
+            at_two = _batch_trace(model, inputs, reads, ones, shapes, oblivious=False)
     if graph is None:
         graph = _trace(model, inputs, reads)
         if at_two is not None:
@@ -239,21 +227,68 @@ def _gives_shapes(graph: Graph, shapes: list[tuple] | None) -> bool:
     return True
 
 
-def _batch_of_two(inputs: list) -> list:
-    """The inputs with each leading size of 1 made 2 (the row repeated): a batch export keeps
-    symbolic without the 0/1 specialization."""
+def _batch_of_two(inputs: list, batch: list[int]) -> list:
+    """The inputs with the leading size of 1 of those in `batch` (by position) made 2 (the row
+    repeated): a batch export keeps symbolic without the 0/1 specialization."""
     import torch
 
-    return [torch.cat([x, x]) if _leading_one(x) else x for x in inputs]
+    return [torch.cat([x, x]) if i in batch else x for i, x in enumerate(inputs)]
+
+
+def _batch_trace(model, inputs: list, reads: list | None, ones: list[int], shapes: list[tuple] | None,
+                 oblivious: bool) -> "Graph | None":
+    """A trace keeping the leading size of 1 of the `ones` inputs symbolic: size-obliviously,
+    or at a batch of 2. None where it fails, keeps none of them symbolic, or does not give the
+    module's own output shapes (treated as not 1, a batch of 1 is no longer squeezed away:
+    `x.squeeze(0)`). A leading 1 that the trace makes the size of another input's larger dim is
+    not a batch but a broadcast (a (1, T, D) mask beside a (B, T, D) input): it is traced again
+    as the fixed 1 it is."""
+    static: set[int] = set()
+    while True:
+        batch = [i for i in ones if i not in static]
+        if not batch:
+            return None
+        try:
+            graph = _trace(model, inputs if oblivious else _batch_of_two(inputs, batch), reads,
+                           oblivious=oblivious, batch=batch, static=static)
+        except Exception:
+            return None
+        if not _gives_shapes(graph, shapes):
+            return None
+        broadcast = _broadcast_ones(graph, inputs, batch)
+        if not broadcast:
+            return graph
+        static |= broadcast
+
+
+def _broadcast_ones(graph: Graph, inputs: list, batch: list[int]) -> set[int]:
+    """The `batch` inputs (by position) whose leading size of 1 the trace gave the symbol of a
+    dim that is larger in another input: export took the 1 for a size that is not 1, and the
+    two for equal."""
+    import torch
+
+    sizes: dict[str, set[int]] = {}  # symbol -> the example inputs' sizes where it stands
+    leading: dict[int, str] = {}  # input position -> its leading dim's symbol
+    for name in graph.inputs:
+        value = graph.values[name]
+        x = inputs[value.index] if value.index is not None and value.index < len(inputs) else None
+        if not isinstance(x, torch.Tensor) or x.dim() != len(value.shape):
+            continue
+        for dim, symbol in zip(value.symbolic, value.symbols):
+            sizes.setdefault(symbol, set()).add(int(x.shape[dim]))
+            if dim == 0:
+                leading[value.index] = symbol
+    return {i for i in batch if i in leading and sizes[leading[i]] != {1}}
 
 
 def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
-           batch: list[int] | None = None) -> Graph:
+           batch: list[int] | None = None, static: set[int] = frozenset()) -> Graph:
     """Export (`reads` replayed), inline, and lower what the vocabulary lacks. `oblivious`: with
     `backed_size_oblivious`, so a leading size of 1 stays symbolic like any other (a module
     converted at batch 1 then takes other batch sizes). `batch`: the inputs whose leading size
     must stay symbolic; export failing, or fixing one of them to a number, is then an error (the
-    caller traces another way) instead of a static trace."""
+    caller traces another way) instead of a static trace. `static`: inputs (by position) whose
+    sizes are traced fixed from the start."""
     import torch.fx.experimental._config as fx_config
 
     from drtriton.batch_norm_epilogue import batch_norm_epilogues
@@ -264,7 +299,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     from drtriton.ops.aten import SymbolicSize
     from drtriton.rank0 import promote_rank0
 
-    static: set[int] = set()  # inputs whose sizes an operator fixes (a weight passed to forward)
+    static = set(static)  # and the inputs whose sizes an operator fixes (a weight passed to forward)
     while True:
         with fx_config.patch(backed_size_oblivious=True) if oblivious else contextlib.nullcontext():
             # composites whose C++ would pin the batch go through Python forms (`symbolic_forms`)

@@ -105,6 +105,32 @@ def test_a_batch_of_one_keeps_what_forward_decides_on_it_and_other_inputs_fixed(
     assert graph.values["x"].symbolic == [0] and graph.values["w"].symbolic == []
 
 
+LEADING_ONE_BROADCAST = [
+    # a (1, T, D) operand beside a (B, T, D) input is a broadcast, not a batch of 1: traced as one,
+    # it was given the batch's symbol and every candidate raised "converted with them equal"
+    ("x + z", "torch.randn(2, 4, 8), torch.randn(1, 4, 8)", "x, z"),
+    # (the batch of 2 a trace at two makes of the 1 as well)
+    ("self.lin(x) + z", "torch.randn(2, 4, 8), torch.randn(1, 4, 8)", "x, z"),
+    # an attention-style mask (1, 1, T, T) beside (B, H, T, T) scores
+    ("torch.softmax(x.masked_fill(m > 0, -1e4), -1)", "torch.randn(2, 2, 4, 4), torch.randn(1, 1, 4, 4)", "x, m"),
+    # the broadcast one first, and a batch of 1 that is one beside it
+    ("z * y + x.sum(0, keepdim=True)", "torch.randn(1, 5), torch.randn(1, 5), torch.randn(3, 5)", "z, y, x"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", LEADING_ONE_BROADCAST, ids=[c[0] for c in LEADING_ONE_BROADCAST])
+def test_a_leading_one_that_broadcasts_stays_fixed(cpu_verifier, expr, inputs, args):
+    src = source(expr, inputs, args=args, init="self.lin = nn.Linear(8, 8)")
+    _, graph, _ = capture(src)
+    batched = next(name for name in graph.inputs if graph.values[name].shape[0] > 1)
+    assert graph.values[batched].symbolic == [0], "the batch size was pinned"
+    for name in graph.inputs:
+        value = graph.values[name]
+        if value.shape[0] == 1 and value.symbolic:
+            assert value.symbols[0] != graph.values[batched].symbols[0], f"{name}'s 1 was traced as the batch"
+    check(cpu_verifier, src, [])
+
+
 WEIGHTS_GIVEN_TO_FORWARD = [
     # a weight's leading size equal to the batch of 1 was doubled with it: the kernel fixed 2
     # output channels (OpInfo's conv3d); its sizes are now traced static, its shape checked
