@@ -287,18 +287,23 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 
 
 def _relaid(conv: _Conv) -> bool:
-    """Whether the kernel reads the weight relaid as [groups, taps, ICg, OCg] (row-major along
-    the tile's output channels). A 1x1 kernel reads a convolution's [OC, ICg] weight as it is
-    (its rows are as coalesced either way: measured), and a transposed one's [ICg, OCg] is that
-    layout already; with more taps, the stride between two input channels of one tap would be
-    the tap count (2x slower in the session 31 measurement)."""
-    return not conv.direct and conv.taps > 1
+    """Whether forward relays the weight K-major for the kernel (`_relayout`). A K-major weight
+    tile made 3x3 convolutions 1.3-1.6x faster than an [ICg, OCg] one on an H200 (session 32,
+    calls 1-2); PyTorch keeps the taps last, so two input channels of one tap are the tap count
+    apart. A 1x1 convolution's [OC, ICg] weight is K-major as it is."""
+    return not conv.direct and (conv.taps > 1 or conv.transposed)
 
 
-def _w_split(conv: _Conv) -> str:
-    """The weight's leading dims after the group, as its reshape writes them."""
-    return f"{conv.in_per_group}, {conv.out_per_group}" if conv.transposed else \
-        f"{conv.out_per_group}, {conv.in_per_group}"
+def _relayout(conv: _Conv, weight: str) -> str:
+    """The weight relaid so the dot's K runs contiguous within an output channel: [groups, taps,
+    OCg, ICg] where a loop step reads one tap's input channels, [groups, OCg, taps, ICg] where k
+    = (tap, c) is flattened."""
+    icg, ocg = conv.in_per_group, conv.out_per_group
+    # axes of the reshape [groups, OCg, ICg, taps] (transposed: [groups, ICg, OCg, taps])
+    o, i = (2, 1) if conv.transposed else (1, 2)
+    order = (0, 3, o, i) if _taps_outer(conv) else (0, o, 3, i)
+    split = f"{icg}, {ocg}" if conv.transposed else f"{ocg}, {icg}"
+    return f"{weight}.reshape({conv.groups}, {split}, -1).permute({', '.join(map(str, order))}).contiguous()"
 
 
 def _taps_outer(conv: _Conv) -> bool:
@@ -386,11 +391,12 @@ def _header(op: str, conv: _Conv, axes: list[_Axis], frag: Fragment) -> list[str
         lines += ["# Depthwise: a program takes BLOCK_M positions of one output plane (n, oc) and accumulates",
                   "# tap by tap (a GEMM per group would be a matrix-vector product)."]
     else:
-        how = ("taps outer, BLOCK_K input channels at a time inner" if _taps_outer(conv)
+        how = ("one loop over (tap, BLOCK_K input channels)" if _taps_outer(conv)
                else "k = (tap, c) flattened, BLOCK_K at a time (few input channels)")
         lines += [f"# Implicit GEMM per image: {how}; x gathered, reduced with tl.dot.",
                   "# Tiles are [BLOCK_M positions, BLOCK_N channels]; w is read as "
-                  + ("[g, taps, c, co] (relaid by forward)." if _relaid(conv) else "it is.")]
+                  + ((f"[g, {'taps, co' if _taps_outer(conv) else 'co, taps'}, c] (relaid by forward)."
+                      if _relaid(conv) else "it is."))]
     if len(frag.nodes) > 1:
         lines.append(f"# Fused: {frag.label}, on the accumulator before the store.")
     return lines
@@ -484,27 +490,35 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
         else:
             body += ["co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # output channels within group g",
                      f"oc_ok = co < {ocg}", f"oc = g * {ocg} + co"]
-            co, w_group = "co", f"w_ptr + g * {conv.taps * icg * ocg}"
+            co, w_group = "co", f"w_ptr + g * {conv.taps * ocg * icg}"
 
-        def w_at(row: str) -> str:
-            """The weight tile's offsets: [BLOCK_K rows of (tap, c), BLOCK_N output channels]."""
-            if _relaid(conv) or conv.transposed:  # [g, taps, ICg, OCg]
-                return f"{w_group} + ({row})[:, None] * {ocg} + {co}[None, :]"
-            return f"w_ptr + ({row})[:, None] + (oc * {icg})[None, :]"  # a 1x1 conv's [OC, ICg]
+        def w_at(tap: str, c: str) -> str:
+            """The weight tile's offsets, [BLOCK_K input channels, BLOCK_N output channels], in
+            the layout `_relayout` makes (a 1x1 convolution's [OC, ICg] is both)."""
+            if _taps_outer(conv):  # [g, taps, OCg, ICg]
+                row = c if tap == "0" else f"{paren(tap)} * {ocg * icg} + {c}"
+                return f"{w_group} + ({row})[:, None] + ({co} * {icg})[None, :]"
+            row = c if tap == "0" else f"{paren(tap)} * {icg} + {c}"  # [g, OCg, taps, ICg]
+            return f"{w_group} + ({row})[:, None] + ({co} * {conv.taps * icg})[None, :]"
         body += [f"x_img = x_ptr + ({lead}) * {plane_size}",
                  "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
         if _taps_outer(conv):
             lines, at, ok = tap_lines()
-            w_row = "c" if tap_index == "0" else f"{paren(tap_index)} * {icg} + c"
-            lines += [f"x_tap = x_img + {at}",
-                      f"for c0 in range(0, {icg}, BLOCK_K):",
-                      "    c = c0 + tl.arange(0, BLOCK_K)",
-                      f"    c_ok = c < {icg}",
-                      f"    xv = tl.load(x_tap[:, None] + (c * {plane_size})[None, :], "
-                      f"mask={_bcast(ok, '[:, None]')} & c_ok[None, :], other=0.0)",
-                      f"    wv = tl.load({w_at(w_row)}, mask=c_ok[:, None] & oc_ok[None, :], other=0.0)",
-                      f'    acc += tl.dot(xv, wv, input_precision="{prec}")']
-            head, loop = tap_loop, lines
+            lines.append(f"x_tap = x_img + {at}")
+            step = ["c = c0 + tl.arange(0, BLOCK_K)",
+                    f"c_ok = c < {icg}",
+                    f"xv = tl.load(x_tap[:, None] + (c * {plane_size})[None, :], "
+                    f"mask={_bcast(ok, '[:, None]')} & c_ok[None, :], other=0.0)",
+                    f"wv = tl.load({w_at(tap_index, 'c')}, mask=c_ok[:, None] & oc_ok[None, :], other=0.0)",
+                    f'acc += tl.dot(xv, wv, input_precision="{prec}")']
+            if trips == "1":
+                head, loop = None, lines + [f"for c0 in range(0, {icg}, BLOCK_K):"] + [f"    {line}" for line in step]
+            else:
+                # one loop over (tap, channel block), not a loop of a few blocks per tap: the
+                # software pipeliner overlaps loads only within a loop (1.1-1.3x, session 32)
+                body.append(f"kc = tl.cdiv({icg}, BLOCK_K)  # channel blocks per tap")
+                head = f"for kk in range(0, {trips} * kc):"
+                loop = ["tap = kk // kc", "c0 = (kk - tap * kc) * BLOCK_K"] + lines + step
         else:
             # k = tap * ICg + c: the relaid weight's row, as the taps run
             body.append(f"K = {_product([ax.taps for ax in axes] + [str(icg)], grouped=False)}  # taps x input channels"
@@ -515,12 +529,11 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
             loop += _unravel("k", [ax.tap for ax in axes] + ["c"], [ax.taps for ax in axes] + [str(icg)])
             loop += [f"i{ax.name} = {_plus(starts[ax.name], ax.offset, True)}" for ax in bounded]
             x_col = _horner("c", [(ax.size, ax.offset) for ax in axes])
-            w_row = "k" if not residues else f"{paren(tap_index)} * {icg} + c"
             loop += ["x_mask = " + " & ".join([f"{x_ok}[:, None] & k_ok[None, :]"]
                                               + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded]),
                      f"xv = tl.load(x_img + {_bcast(_horner(None, [(ax.size, starts[ax.name]) for ax in axes]), '[:, None]')}"
                      f" + {_bcast(x_col, '[None, :]')}, mask=x_mask, other=0.0)",
-                     f"wv = tl.load({w_at(w_row)}, mask=k_ok[:, None] & oc_ok[None, :], other=0.0)",
+                     f"wv = tl.load({w_at(tap_index, 'c')}, mask=k_ok[:, None] & oc_ok[None, :], other=0.0)",
                      f'acc += tl.dot(xv, wv, input_precision="{prec}")']
     if residues:
         # A class no tap reaches keeps acc = 0. The guard also keeps its zero tap counts out of
@@ -596,10 +609,9 @@ def _launcher(program: Program, frag: Fragment, conv: _Conv, axes: list[_Axis], 
                                  str(tuple(program.values[v].shape)), f"{outs[0]}.shape")
     weight = f"{program.expr(w)}.contiguous()"
     if _relaid(conv):
-        # [groups, taps, ICg, OCg]: a copy of the weight's few kB per call, not kept, so a weight
+        # K-major: a copy of the weight's few kB per call, not kept, so a weight
         # written in place (through .data too, which no version counter sees) is always read
-        lines.append(f"_w = {program.expr(w)}.reshape({conv.groups}, {_w_split(conv)}, -1)"
-                     f".permute({'0, 3, 1, 2' if conv.transposed else '0, 3, 2, 1'}).contiguous()")
+        lines.append(f"_w = {_relayout(conv, program.expr(w))}")
         weight = "_w"
     call = ["_x", weight] + ([program.expr(bias)] if bias else []) + args + outs
     call += ["_N"] + sizes + [f"_{ax.out_size}" for ax in axes]
