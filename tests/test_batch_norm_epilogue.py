@@ -6,6 +6,8 @@ PyTorch's defaults (a mean of 0 and a variance of 1 would hide a wrong shift or 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("triton")
@@ -77,3 +79,20 @@ def test_a_parameter_expression_is_computed_where_it_is_read(cpu_verifier):
     assert not any(line.startswith(("add_scalar", "exp")) for line in cand.plan), cand.plan
     _, first = first_candidate(src)
     assert first.source.count("tl.exp(") >= 2  # computed in both of its readers
+
+
+@pytest.mark.parametrize("layer, channels, inputs", [
+    ("nn.Conv2d(6, 6, 3, padding=1, groups=6)", 6, "torch.randn(2, 6, 5, 5)"),  # a channel per program
+    ("nn.Conv2d(16, 8, 3, padding=1, bias=False)", 8, "torch.randn(2, 16, 6, 7)"),  # a row of channels
+    ("nn.Linear(12, 10)", 10, "torch.randn(5, 12)"),
+])
+def test_the_scale_and_shift_are_computed_per_channel(layer, channels, inputs):
+    """The statistics are loaded at the channel alone (one scalar per depthwise program, a row of
+    BLOCK_N channels for a product), masked by the channel count, so the square root runs once
+    per channel, not at every element of the tile; the CASES above check the values."""
+    _, cand = first_candidate(source("self.bn(self.layer(x))", inputs,
+                                     init=_init(layer, f"nn.BatchNorm{1 if 'Linear' in layer else 2}d({channels})")))
+    loads = [line for line in cand.source.splitlines() if "tl.load(" in line and "bn_running_var" in line]
+    assert loads, cand.source
+    for line in loads:
+        assert "* 0" not in line and re.search(rf"mask=\(?[\w\[\], :]+ < {channels}\)?, other=0\)", line), line

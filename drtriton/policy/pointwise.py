@@ -289,12 +289,14 @@ class PointwiseBlock:
             # its variables named after the block's first value, apart from another block's in the
             # same kernel (a norm's prologue and epilogue)
             first = next((o for n in self.nodes for o in n.outputs), "block")
+            coords = frozenset(space.index(d) for d in range(len(self.shape)))
             evaluator = recompute.Evaluator(self.program, self.gathered_local, space.mask, f"({space.flat}) * 0",
-                                            f"{self.program.expr(first) if first in self.program.values else first}_r")
+                                            f"{self.program.expr(first) if first in self.program.values else first}_r",
+                                            coords)
             for v in self.recomputed:
                 dims = self.varying(v)
                 idx = [space.index(d) if d in dims else "0" for d in range(len(self.shape))]
-                env[v] = evaluator.at(v, recompute.aligned(self.program, v, idx))
+                env[v] = evaluator.broadcast(evaluator.at(v, recompute.aligned(self.program, v, idx)))
             lines += evaluator.lines
         for n in self.nodes:
             var = self.program.expr(n.outputs[0])

@@ -28,6 +28,7 @@ PyTorch (or posed as a problem alone) computes first.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..ops import VOCABULARY
@@ -445,15 +446,24 @@ def aligned(program, value: str, idx: list[str]) -> list[str]:
 class Evaluator:
     """Kernel lines computing recomputed values at given indices. `local` names the kernel
     parameters of each tensor read through computed positions (`{local}_ptr`, `{local}_s{d}`);
-    `mask` and `zero` (a block of zeros of the tile's shape) come from the template."""
+    `mask` and `zero` (a block of zeros of the tile's shape) come from the template.
 
-    def __init__(self, program, local: dict[str, str], mask: str, zero: str, prefix: str = "_r"):
+    `coords`: the tile's own index expressions. A parameter or buffer read at them alone (a
+    batch norm's statistics at the channel) is loaded in the shape of those indices, masked by
+    its sizes, not in the tile's: what is computed from it runs once per channel column (or once
+    per program, at a scalar index), not once per element. `broadcast` gives such a value back in
+    the tile's shape."""
+
+    def __init__(self, program, local: dict[str, str], mask: str, zero: str, prefix: str = "_r",
+                 coords: frozenset[str] = frozenset()):
         self.program = program
         self.local = local
         self.mask, self.zero = mask, zero
         self.prefix = prefix
+        self.coords = coords
         self.lines: list[str] = []
         self._memo: dict[tuple, str] = {}
+        self._narrow: set[str] = set()  # loads in the indices' shape, and variables computed from them
 
     def at(self, value: str, idx: list[str]) -> str:
         """A kernel variable holding `value` at indices `idx` (one per dim of `value`)."""
@@ -466,9 +476,20 @@ class Evaluator:
             if not expr.isidentifier():  # (a view is its source's variable)
                 var = f"{self.prefix}{len(self.lines)}"
                 self.lines.append(f"{var} = {expr}")
+                if expr in self._narrow or self._narrow & set(re.findall(r"\w+", expr)):
+                    self._narrow.add(var)
                 expr = var
             self._memo[key] = expr
         return self._memo[key]
+
+    def broadcast(self, var: str) -> str:
+        """`var` (from `at`) in the tile's shape."""
+        if var not in self._narrow:
+            return var
+        name = f"{var}_b"
+        if f"{name} = {var} + {self.zero}" not in self.lines:
+            self.lines.append(f"{name} = {var} + {self.zero}")
+        return name
 
     def _expression(self, node, value: str, idx: list[str]) -> str:
         program = self.program
@@ -524,6 +545,12 @@ class Evaluator:
         g = self.local[x]
         terms = [f"{i} * {g}_s{d}" for d, i in enumerate(idx)]
         offset = " + ".join(t for t in terms if not t.startswith("0 *")) or "0"
+        xv = self.program.values[x]
+        if xv.kind in ("param", "buffer") and not xv.symbolic and all(i == "0" or i in self.coords for i in idx):
+            bounds = " & ".join(f"({i} < {size})" for i, size in zip(idx, xv.shape) if i != "0")
+            load = f"tl.load({g}_ptr + {offset}" + (f", mask={bounds}, other=0)" if bounds else ")")
+            self._narrow.add(load)
+            return load
         return f"tl.load({g}_ptr + {offset} + {self.zero}, mask={self.mask}, other=0)"
 
     def _cat(self, node, idx: list[str]) -> str:
