@@ -287,21 +287,21 @@ def configs(program: Program, frag: Fragment) -> list[dict]:
 
 
 def _relaid(conv: _Conv) -> bool:
-    """Whether forward relays the weight K-major for the kernel (`_relayout`). A K-major weight
-    tile made 3x3 convolutions 1.3-1.6x faster than an [ICg, OCg] one on an H200 (session 32,
-    calls 1-2); PyTorch keeps the taps last, so two input channels of one tap are the tap count
-    apart. A 1x1 convolution's [OC, ICg] weight is K-major as it is."""
+    """Whether forward relays the weight for the kernel (`_relayout`). PyTorch keeps the taps
+    last, so two input channels of one tap are the tap count apart. A 1x1 convolution's
+    [OC, ICg] weight is K-major as it is."""
     return not conv.direct and (conv.taps > 1 or conv.transposed)
 
 
 def _relayout(conv: _Conv, weight: str) -> str:
-    """The weight relaid so the dot's K runs contiguous within an output channel: [groups, taps,
-    OCg, ICg] where a loop step reads one tap's input channels, [groups, OCg, taps, ICg] where k
-    = (tap, c) is flattened."""
+    """The weight relaid for the kernel's loop: where a step reads one tap's input channels,
+    [groups, taps, OCg, ICg], K-major (3x3 convolutions 1.3-1.6x faster than with [groups, taps,
+    ICg, OCg] on an H200, session 32 calls 1-2); where k = (tap, c) is flattened (a few input
+    channels), [groups, taps, ICg, OCg] (a 7x7 stem of 3 channels 1.3x slower K-major, call 3)."""
     icg, ocg = conv.in_per_group, conv.out_per_group
     # axes of the reshape [groups, OCg, ICg, taps] (transposed: [groups, ICg, OCg, taps])
     o, i = (2, 1) if conv.transposed else (1, 2)
-    order = (0, 3, o, i) if _taps_outer(conv) else (0, o, 3, i)
+    order = (0, 3, o, i) if _taps_outer(conv) else (0, 3, i, o)
     split = f"{icg}, {ocg}" if conv.transposed else f"{ocg}, {icg}"
     return f"{weight}.reshape({conv.groups}, {split}, -1).permute({', '.join(map(str, order))}).contiguous()"
 
@@ -395,7 +395,7 @@ def _header(op: str, conv: _Conv, axes: list[_Axis], frag: Fragment) -> list[str
                else "k = (tap, c) flattened, BLOCK_K at a time (few input channels)")
         lines += [f"# Implicit GEMM per image: {how}; x gathered, reduced with tl.dot.",
                   "# Tiles are [BLOCK_M positions, BLOCK_N channels]; w is read as "
-                  + ((f"[g, {'taps, co' if _taps_outer(conv) else 'co, taps'}, c] (relaid by forward)."
+                  + ((f"[g, taps, {'co, c' if _taps_outer(conv) else 'c, co'}] (relaid by forward)."
                       if _relaid(conv) else "it is."))]
     if len(frag.nodes) > 1:
         lines.append(f"# Fused: {frag.label}, on the accumulator before the store.")
@@ -498,8 +498,8 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
             if _taps_outer(conv):  # [g, taps, OCg, ICg]
                 row = c if tap == "0" else f"{paren(tap)} * {ocg * icg} + {c}"
                 return f"{w_group} + ({row})[:, None] + ({co} * {icg})[None, :]"
-            row = c if tap == "0" else f"{paren(tap)} * {icg} + {c}"  # [g, OCg, taps, ICg]
-            return f"{w_group} + ({row})[:, None] + ({co} * {conv.taps * icg})[None, :]"
+            row = c if tap == "0" else f"{paren(tap)} * {icg} + {c}"  # [g, taps, ICg, OCg]
+            return f"{w_group} + ({row})[:, None] * {ocg} + {co}[None, :]"
         body += [f"x_img = x_ptr + ({lead}) * {plane_size}",
                  "acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"]
         if _taps_outer(conv):
@@ -533,7 +533,9 @@ def _kernel_body(conv: _Conv, axes: list[_Axis], prec: str) -> list[str]:
                                               + [f"(i{ax.name} >= 0) & (i{ax.name} < {ax.size})" for ax in bounded]),
                      f"xv = tl.load(x_img + {_bcast(_horner(None, [(ax.size, starts[ax.name]) for ax in axes]), '[:, None]')}"
                      f" + {_bcast(x_col, '[None, :]')}, mask=x_mask, other=0.0)",
-                     f"wv = tl.load({w_at(tap_index, 'c')}, mask=k_ok[:, None] & oc_ok[None, :], other=0.0)",
+                     # (without residue classes the row tap * ICg + c is k itself)
+                     f"wv = tl.load({w_at('0', 'k') if not residues else w_at(tap_index, 'c')}, "
+                     "mask=k_ok[:, None] & oc_ok[None, :], other=0.0)",
                      f'acc += tl.dot(xv, wv, input_precision="{prec}")']
     if residues:
         # A class no tap reaches keeps acc = 0. The guard also keeps its zero tap counts out of
