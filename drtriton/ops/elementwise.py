@@ -680,16 +680,18 @@ def _compare(name, symbol, text):
                   domains=("real", "real"), fns=(f"torch.{name}",), methods=(name,))
 
 
+# and/or as selects, xor as !=: the same on the GPU, and the Triton interpreter (3.7) gives a
+# comparison's 0-d result the operands' float type, so `&` with it broadcast raises there
 LOGIC = (
     _compare("eq", "==", "=="), _compare("ne", "!=", "!="), _compare("lt", "<", "<"),
     _compare("le", "<=", "<="), _compare("gt", ">", ">"), _compare("ge", ">=", ">="),
     _logic("logical_not", "torch.logical_not({x})", "{x} == 0", "not x (booleans)", domains=("mask",),
            fns=("torch.logical_not",), methods=("logical_not",)),
-    _logic("logical_and", "torch.logical_and({x}, {y})", "({x} != 0) & ({y} != 0)", "x and y, broadcasting",
+    _logic("logical_and", "torch.logical_and({x}, {y})", "tl.where({x} != 0, {y} != 0, False)", "x and y, broadcasting",
            domains=("mask", "mask"), fns=("torch.logical_and",), methods=("logical_and",)),
-    _logic("logical_or", "torch.logical_or({x}, {y})", "({x} != 0) | ({y} != 0)", "x or y, broadcasting",
+    _logic("logical_or", "torch.logical_or({x}, {y})", "tl.where({x} != 0, True, {y} != 0)", "x or y, broadcasting",
            domains=("mask", "mask"), fns=("torch.logical_or",), methods=("logical_or",)),
-    _logic("logical_xor", "torch.logical_xor({x}, {y})", "({x} != 0) ^ ({y} != 0)", "x xor y, broadcasting",
+    _logic("logical_xor", "torch.logical_xor({x}, {y})", "({x} != 0) != ({y} != 0)", "x xor y, broadcasting",
            domains=("mask", "mask"), fns=("torch.logical_xor",), methods=("logical_xor",)),
     # the neighbouring float32 toward y: x's bits (as an int32) one step away from zero when y
     # lies beyond x, toward it otherwise; from 0 the smallest subnormal; NaN where either is
