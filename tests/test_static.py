@@ -69,6 +69,39 @@ def test_getattr_on_self_and_with_plain_names_is_fine():
     assert report.ok, [str(f) for f in report.errors]
 
 
+# the user's own code, copied whole into the candidate (the builtin policy keeps the constructor
+# and the module's top level so the module is a drop-in replacement): attributes by computed names
+USER_OWN = """
+ACTS = {name: getattr(nn, name) for name in ("ReLU", "GELU")}
+
+
+class Model(nn.Module):
+    def __init__(self, act="ReLU", **overrides):
+        super().__init__()
+        self.act = getattr(nn, act)()
+        for k, v in overrides.items():
+            setattr(self.act, k, v)
+
+    def forward(self, x):
+        return self.act(x)
+"""
+
+
+def test_the_problem_s_own_constructor_and_top_level_may_use_computed_names():
+    problem = src(USER_OWN)
+    candidate = src(RELU_KERNEL + USER_OWN.replace("class Model(", "class ModelNew("))
+    report = check_source(candidate, CLASSES, "Model", problem)
+    assert report.ok, [str(f) for f in report.errors]
+    # without the problem's source, or in code of the candidate's own, the same lines are refused
+    assert len(check_source(candidate, CLASSES, "Model").errors) == 3
+    own_line = "        for k, v in overrides.items():\n            setattr(self.act, k, v)\n"
+    edited = candidate.replace(own_line, own_line + "        setattr(torch, 'relu', None)\n")
+    messages = [f.message for f in check_source(edited, CLASSES, "Model", problem).errors]
+    assert any("setattr()" in m for m in messages), messages  # the constructor is no longer the user's
+    lone = forward("return getattr(torch, 'r' + 'elu')(x)")
+    assert not check_source(lone, CLASSES, "Model", problem + "\ngetattr(torch, 'r' + 'elu')(x)\n").ok  # a line alone is not a unit
+
+
 @pytest.mark.parametrize("name", sorted(REFUSED))
 def test_rule_refuses(name):
     body, fragment = REFUSED[name]

@@ -165,16 +165,47 @@ class StaticReport:
         return not self.errors
 
 
+def statements(source: str) -> frozenset[str]:
+    """A source's whole units, as `ast.dump` gives them: each function or method (a constructor)
+    and each top-level statement. What `check_source` takes as the problem's own code: a unit,
+    not a single line inside one, so the names a line uses are bound as the user bound them.
+    Empty where it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return frozenset()
+    units = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return frozenset(ast.dump(n) for n in units + tree.body)
+
+
 class _Checker(ast.NodeVisitor):
-    def __init__(self, reference_class: str | None):
+    def __init__(self, reference_class: str | None, own: frozenset[str] = frozenset()):
         self.reference_class = reference_class
+        self.own = own  # the problem's statements (`statements`)
         self.aliases: dict[str, str] = {}  # local name -> dotted module or object path
         self.report = StaticReport()
         self.classes: dict[str, ast.ClassDef] = {}
         self._called: set[int] = set()  # ids of the Name nodes that are called (getattr(...) is fine)
+        self._within: list[ast.stmt] = []  # the statements being visited, outermost first
 
     def error(self, node: ast.AST, message: str) -> None:
         self.report.errors.append(Finding(getattr(node, "lineno", 0), message))
+
+    def visit(self, node: ast.AST):
+        if not isinstance(node, ast.stmt):
+            return super().visit(node)
+        self._within.append(node)
+        try:
+            return super().visit(node)
+        finally:
+            self._within.pop()
+
+    def _problem_s_own(self) -> bool:
+        """Whether the node being visited lies in a statement the problem's source has verbatim
+        (its constructor, copied into the candidate so the module is a drop-in replacement):
+        code the reference runs too, so a computed getattr or a setattr there reaches nothing
+        the user did not write. The name checks still apply to it."""
+        return any(ast.dump(n) in self.own for n in self._within)
 
     # -- names ---------------------------------------------------------------------------
     def resolve(self, node: ast.AST) -> str | None:
@@ -327,7 +358,7 @@ class _Checker(ast.NodeVisitor):
                 self.error(node, f"calls {func.id}(): not allowed ({_BANNED_CALLS[func.id]})")
             if func.id == "setattr" and full is None:
                 target = node.args[0] if node.args else None
-                if not (isinstance(target, ast.Name) and target.id == "self"):
+                if not (isinstance(target, ast.Name) and target.id == "self") and not self._problem_s_own():
                     self.error(node, "setattr() on anything but self is patching")
             if func.id in ("getattr", "hasattr") and full is None and len(node.args) >= 2:
                 self._check_getattr(node, node.args[0], node.args[1])
@@ -347,7 +378,7 @@ class _Checker(ast.NodeVisitor):
         """`getattr(obj, "name")` is checked as `obj.name`; a computed name (on anything but
         self) could reach what no attribute check sees (`getattr(torch, "_" + "C")`)."""
         if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-            if not (isinstance(obj, ast.Name) and obj.id == "self"):
+            if not (isinstance(obj, ast.Name) and obj.id == "self") and not self._problem_s_own():
                 self.error(node, f"getattr on {self.display(obj)} with a computed name: not allowed "
                                  "(it hides what the candidate uses)")
             return
@@ -378,15 +409,17 @@ class _Checker(ast.NodeVisitor):
 
 
 def check_source(
-    source: str, candidate_classes: list[str], reference_class: str | None = None
+    source: str, candidate_classes: list[str], reference_class: str | None = None, problem_source: str = ""
 ) -> StaticReport:
     """Check a candidate source. `candidate_classes` are the accepted names of the module class
-    (e.g. ["ModelNew"] or ["MyBlockTriton", "ModelNew"]); `reference_class` may not be used."""
+    (e.g. ["ModelNew"] or ["MyBlockTriton", "ModelNew"]); `reference_class` may not be used.
+    Statements the candidate has verbatim from `problem_source` may set and read attributes by
+    computed names (a constructor's `getattr(nn, activation)()`)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
         return StaticReport(errors=[Finding(e.lineno or 0, f"syntax error: {e.msg}")])
-    checker = _Checker(reference_class)
+    checker = _Checker(reference_class, statements(problem_source))
     checker.visit(tree)
     report = checker.report
     top_classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef)]

@@ -384,7 +384,7 @@ class _Check:
     def run(self, source: str, candidate_class: str | None) -> None:
         v, problem = self.verdict, self.problem
         accepted = [candidate_class] if candidate_class else [problem.candidate_class, "ModelNew"]
-        report = check_source(source, list(dict.fromkeys(accepted)), problem.class_name)
+        report = check_source(source, list(dict.fromkeys(accepted)), problem.class_name, problem.source)
         if not report.ok:
             status = V.FAILED if report.errors[0].message.startswith("syntax error") else V.REJECTED
             v.reasons += [str(f) for f in report.errors]
