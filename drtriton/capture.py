@@ -1105,9 +1105,13 @@ def store_lowerings() -> dict:
 def _covered(g: Graph) -> Counter:
     """The covered operators on floating-point values. Lowering runs the whole program through
     functionalisation, which respells a few (batch_norm -> _native_batch_norm_legit_no_training):
-    a lowering that loses one is not kept. Integer index arithmetic (arange + 0) and casts to the
-    dtype a value already has may fold away."""
-    return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype"
+    a lowering that loses one is not kept. Integer index arithmetic (arange + 0), casts to the
+    dtype a value already has and a cat of one tensor (a key/value cache's first step, which
+    becomes a clone) may fold away."""
+    def copy(n: Node) -> bool:
+        return n.op == "cat" and len(n.args[0]) == 1
+
+    return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype" and not copy(n)
                    and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
 
 

@@ -475,6 +475,29 @@ def test_lowering_keeps_covered_operators_and_maps_what_it_makes():
     assert not any("dropout" in n.target for n in graph.nodes)  # eval dropout is its input
 
 
+def test_a_cat_that_lowering_makes_a_copy_does_not_undo_the_lowering():
+    """Falcon's grouped keys: `broadcast_to` (lowered to expand) in a graph with a key/value
+    cache's first step, a cat of the keys with the empty start, which lowering turns into a copy.
+    That cat counted as a covered operator lost, and the whole lowering was dropped: strict mode
+    then had no plan ("broadcast_to needs PyTorch")."""
+    transformers = pytest.importorskip("transformers")
+    from drtriton.capture import capture_module, uncovered
+
+    config = transformers.FalconConfig(vocab_size=64, hidden_size=16, num_hidden_layers=1, num_attention_heads=4,
+                                       new_decoder_architecture=True, num_kv_heads=2, attn_implementation="eager")
+
+    class Hidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = transformers.FalconModel(config).eval()
+
+        def forward(self, ids):
+            return self.model(input_ids=ids).last_hidden_state
+
+    graph = capture_module(Hidden(), [torch.randint(0, 64, (2, 5))])
+    assert not uncovered(graph), uncovered(graph)
+
+
 GRU = '''
 import torch
 import torch.nn as nn
