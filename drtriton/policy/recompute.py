@@ -487,8 +487,9 @@ class Evaluator:
         if var not in self._narrow:
             return var
         name = f"{var}_b"
-        if f"{name} = {var} + {self.zero}" not in self.lines:
-            self.lines.append(f"{name} = {var} + {self.zero}")
+        line = f"{name} = ({var} + {self.zero}).to({var}.dtype)"  # (an int8 value stays int8: it wraps)
+        if line not in self.lines:
+            self.lines.append(line)
         return name
 
     def _expression(self, node, value: str, idx: list[str]) -> str:
@@ -547,7 +548,8 @@ class Evaluator:
         offset = " + ".join(t for t in terms if not t.startswith("0 *")) or "0"
         xv = self.program.values[x]
         if xv.kind in ("param", "buffer") and not xv.symbolic and all(i == "0" or i in self.coords for i in idx):
-            bounds = " & ".join(f"({i} < {size})" for i, size in zip(idx, xv.shape) if i != "0")
+            # (a template's coordinates may be negative: a pooling window's padding)
+            bounds = " & ".join(f"({i} >= 0) & ({i} < {size})" for i, size in zip(idx, xv.shape) if i != "0")
             load = f"tl.load({g}_ptr + {offset}" + (f", mask={bounds}, other=0)" if bounds else ")")
             self._narrow.add(load)
             return load
