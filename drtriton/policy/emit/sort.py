@@ -17,8 +17,10 @@ negate the value part (-1 - v keeps int32's range) and keep the index ascending:
 by index, as PyTorch. Padding is the largest key. The index is unpacked from the sorted key and
 the value read back from X at it (exact, the sign of a zero kept). fp16 and bf16 go through
 fp32 (exact); int8/int16/int32/uint8 as int32. int64 values do not fit beside an index: sorted
-directly when the indices are not used (values only, order among equal values irrelevant),
-Unsupported otherwise; float64 likewise Unsupported.
+directly when the indices are not used (values only, order among equal values irrelevant), else
+each replaced by its rank in the row (how many elements are below it, counted against the row
+reloaded a chunk at a time: R^2 comparisons, as a mixture of experts' routing sorts a few
+thousand expert ids); float64 is Unsupported.
 
 mode: the length of the run of equal values ending at each sorted position, by an associative
 scan; the first position reaching the longest run is the smallest of the most frequent values
@@ -64,7 +66,16 @@ def _used(program: Program, frag: Fragment, value: str) -> bool:
 def _keys(dtype: str, descending: bool) -> list[str]:
     """Kernel lines from the loaded row `xv` (masked by `mask`, positions `r`) to the int64 keys
     `key` (value order, then index; padding last)."""
-    if dtype in _FLOATS:
+    if dtype == "torch.int64":
+        # 64-bit values do not fit beside an index: each is replaced by its rank, the number of
+        # elements of the row below it (equal values, equal ranks), counted CHUNK at a time
+        lines = ["v = tl.zeros((BLOCK,), tl.int32)",
+                 "for j0 in range(0, R, CHUNK):",
+                 "    j = j0 + tl.arange(0, CHUNK)",
+                 "    xj = tl.load(x_ptr + o * R * I + j.to(tl.int64) * I + i, mask=j < R)",
+                 "    below = (xj[None, :] < xv[:, None]) & (j < R)[None, :]",
+                 "    v += tl.sum(below.to(tl.int32), axis=1)"]
+    elif dtype in _FLOATS:
         lines = ["xf = xv.to(tl.float32)",
                  "bits = xf.to(tl.int32, bitcast=True)",
                  "bits = tl.where(xf != xf, 0x7FC00000, bits)  # every NaN one positive NaN: after +inf",
@@ -102,9 +113,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     store_i = index_out is not None and _used(program, frag, index_out)
     if not store_v and not store_i:
         raise Unsupported("no output used")
-    direct = dtype == "torch.int64" and not store_i  # int64 values alone: sorted as they are
-    if dtype not in _FLOATS | _SMALL_INTS and not direct:
-        raise Unsupported(f"a {dtype} {op}" + (" with its indices" if dtype == "torch.int64" else ""))
+    # int64 values alone: sorted as they are (mode's runs are counted on keys)
+    direct = dtype == "torch.int64" and not store_i and op != "mode"
+    ranked = dtype == "torch.int64" and not direct  # with their indices: keyed by rank (`_keys`)
+    if dtype not in _FLOATS | _SMALL_INTS | {"torch.int64"}:
+        raise Unsupported(f"a {dtype} {op}")
 
     if op == "sort":
         descending, length, what = attrs["descending"], "R", "the sorted row"
@@ -134,8 +147,6 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         if op == "kthvalue":
             body.append("at = K - 1")
         elif op == "mode":
-            if direct:
-                raise Unsupported("an int64 mode")
             body += ["# the length of the run of equal values ending at each sorted position (equal values",
                      "# are adjacent once sorted): a scan of (first, last, run, all equal) over the row",
                      "vk = key >> 32",
@@ -172,7 +183,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         body.append("tl.store(i_out + out, idx" + (f", mask={keep})" if keep else ")"))
     kernel = "\n".join([
         "@triton.jit",
-        f"def {name}({', '.join(params)}, BLOCK: tl.constexpr):",
+        f"def {name}({', '.join(params)}, BLOCK: tl.constexpr{', CHUNK: tl.constexpr' if ranked else ''}):",
         f"    # {op}: X viewed as (O, R, I) = rows of R elements I apart; a program per row (o, i) sorts it",
         f"    # in registers (padded to BLOCK, a power of two) and stores {what}",
         *(f"    {line}" for line in body),
@@ -206,6 +217,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         args.append(ix)
     args += ["_R", "_I"] + ([str(attrs["k"])] if op in ("topk", "kthvalue") else [])
     warps = 4 if R <= 1024 else 8
+    # a rank count compares a [BLOCK, CHUNK] tile: at most 16384 pairs at a time
+    chunk = ", CHUNK=max(16384 // max(_next_pow2(_R), 2), 1)" if ranked else ""
     lines += ["if _O * _R * _I:",
-              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(_next_pow2(_R), 2), num_warps={warps})"]
+              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(_next_pow2(_R), 2){chunk}, num_warps={warps})"]
     return Emitted(([_RUNS] if op == "mode" else []) + [kernel], lines)
