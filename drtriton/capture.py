@@ -156,9 +156,10 @@ def capture_module(model, inputs: list, reads: list | None = None) -> Graph:
         # what the trace as it is does; a module that needs the size pinned is traced as it is
         ones = [i for i, x in enumerate(inputs) if _leading_one(x)]
         shapes = _output_shapes(model, inputs)
-        graph = _batch_trace(model, inputs, reads, ones, shapes, oblivious=True)
+        broadcast: set[int] = set()  # leading ones found to broadcast: fixed in both traces
+        graph = _batch_trace(model, inputs, reads, ones, shapes, broadcast, oblivious=True)
         if graph is None:
-            at_two = _batch_trace(model, inputs, reads, ones, shapes, oblivious=False)
+            at_two = _batch_trace(model, inputs, reads, ones, shapes, broadcast, oblivious=False)
     if graph is None:
         graph = _trace(model, inputs, reads)
         if at_two is not None:
@@ -236,14 +237,13 @@ def _batch_of_two(inputs: list, batch: list[int]) -> list:
 
 
 def _batch_trace(model, inputs: list, reads: list | None, ones: list[int], shapes: list[tuple] | None,
-                 oblivious: bool) -> "Graph | None":
+                 static: set[int], oblivious: bool) -> "Graph | None":
     """A trace keeping the leading size of 1 of the `ones` inputs symbolic: size-obliviously,
     or at a batch of 2. None where it fails, keeps none of them symbolic, or does not give the
     module's own output shapes (treated as not 1, a batch of 1 is no longer squeezed away:
     `x.squeeze(0)`). A leading 1 that the trace makes the size of another input's larger dim is
-    not a batch but a broadcast (a (1, T, D) mask beside a (B, T, D) input): it is traced again
-    as the fixed 1 it is."""
-    static: set[int] = set()
+    not a batch but a broadcast (a (1, T, D) mask beside a (B, T, D) input): it joins `static`
+    (kept for the caller's next trace) and is traced again as the fixed 1 it is."""
     while True:
         batch = [i for i in ones if i not in static]
         if not batch:
