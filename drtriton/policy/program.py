@@ -232,18 +232,19 @@ class Program:
             if frag.anchor is not None and not _anchor_takes_epilogue(frag):
                 continue
             candidates.append(frag)
-        if not candidates:
-            return None
-        frag = candidates[-1]
-        if self.gathers_inside([node], frag.nodes):
-            return None
-        # every other tensor input must be computed before the fragment runs, not inside it
-        # later, unless what computes it can run before the fragment (`_late_inputs`)
-        if self._late_inputs(node, frag, owner, frags) is None:
-            return None
-        # a value the fragment produced and someone else needs must stay stored: allowed, the
-        # emitters store every value used outside the fragment
-        return frag
+        # the latest producer first; an earlier one where the latest cannot take it (where(c, x,
+        # 0) after a scan of x that gave c: the scan's kernel, which has x loaded)
+        for frag in reversed(candidates):
+            if self.gathers_inside([node], frag.nodes):
+                continue
+            # every other tensor input must be computed before the fragment runs, not inside it
+            # later, unless what computes it can run before the fragment (`_late_inputs`)
+            if self._late_inputs(node, frag, owner, frags) is None:
+                continue
+            # a value the fragment produced and someone else needs must stay stored: allowed, the
+            # emitters store every value used outside the fragment
+            return frag
+        return None
 
     def _late_inputs(self, node: Node, frag: Fragment, owner: dict[str, Fragment],
                      frags: list[Fragment]) -> list[Fragment] | None:

@@ -11,6 +11,10 @@ So is a read through stored integer ids (token embeddings, rows picked by an ind
 id is loaded where the element is, then its row (Inductor's indirect loads), so a BERT's word,
 position and token-type embeddings are summed in the layer norm's prologue, never stored.
 
+An allocation filled with one number (`zeros_like(x)`, `torch.full(...)`, `x.new_ones(...)`)
+is that number where it is read (Inductor's `full` lowering): `where(c, x, zeros_like(x))`
+writes no tensor of zeros first. `zeros_like(x)` reads only x's sizes, not its data.
+
 The same holds for `cat` read only elementwise (rotary embeddings' `cat((-x2, x1), -1)`,
 concatenated features scaled or added): each element is its branch's input at a shifted index,
 loaded under that branch's mask; the elementwise ops and the slices and selects feeding only
@@ -33,6 +37,7 @@ from dataclasses import dataclass
 
 from ..ops import VOCABULARY
 from ..ops.elementwise import _TL_DTYPES
+from ..ops.operator import float_source
 
 ARANGES = {"aten.arange.default", "aten.arange.start", "aten.arange.start_step"}
 # views that keep the elements' order: only size-1 dims come and go, mapped by the other sizes
@@ -50,6 +55,40 @@ MAX_CONE = 256
 MAX_CAT_BRANCHES = 4
 
 _TL = {f"torch.{name}": tl for name, tl in _TL_DTYPES.items()}
+
+#: allocations filled with one number: the number, or the position of the argument holding it
+_FILLED_WITH = {"aten.zeros.default": 0, "aten.zeros_like.default": 0, "aten.new_zeros.default": 0,
+                "aten.ones.default": 1, "aten.ones_like.default": 1, "aten.new_ones.default": 1}
+_FILL_ARGUMENT = {"aten.full.default": 1, "aten.full_like.default": 1, "aten.new_full.default": 2}
+#: fills shaped as their tensor input (read for its sizes alone), whatever those sizes are
+SHAPED_AS_INPUT = {"aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default"}
+
+
+def fill_value(node) -> int | float | bool | None:
+    """The number an allocation is filled with (`zeros_like`, `full`, `new_ones`, ...), or None
+    (another node, or a fill by a value forward computes)."""
+    if node.target in _FILLED_WITH:
+        return _FILLED_WITH[node.target]
+    at = _FILL_ARGUMENT.get(node.target)
+    value = node.args[at] if at is not None and len(node.args) > at else None
+    return value if isinstance(value, (int, float, bool)) else None
+
+
+def _data_inputs(program, node) -> list[str]:
+    """The tensors whose elements `node` reads: none for a fill (`zeros_like(x)` reads only x's
+    sizes, `x.new_ones(n)` its dtype and device)."""
+    if fill_value(node) is not None:
+        return []
+    return [v for v in program.inputs_of(node) if program.is_tensor(v)]
+
+
+def _fill_expression(value, dtype: str, zero: str) -> str:
+    """`value` in the dtype of the fill, in the shape of the tile (`zero`: zeros of that shape)."""
+    if dtype == "torch.bool":
+        return f"({zero}) {'==' if value else '!='} 0"
+    if "float" in dtype:
+        return f"({zero}).to({_TL[dtype]}) + {float_source(float(value))}"
+    return f"(({zero}) + {int(value)}).to({_TL[dtype]})"
 
 
 @dataclass
@@ -227,6 +266,9 @@ class _Kinds:
         if len(n.outputs) != 1 or n.outputs[0] not in program.values or n.mutates:
             return None
         out = program.values[n.outputs[0]]
+        if fill_value(n) is not None:  # (a `*_like` fill's sizes are its input's, whatever they are)
+            fits = out.dtype in _TL and (_static(out) or n.target in SHAPED_AS_INPUT)
+            return "position" if fits else None
         if n.target in ARANGES:
             fits = _static(out) and len(out.shape) == 1 and out.dtype in _TL
             return "position" if fits and _arange_start_step(n) is not None else None
@@ -297,8 +339,7 @@ def recomputed_nodes(program) -> set[str]:
                 if read is not None and kinds.candidate[n.outputs[0]] == "read" else set()
             if kinds.candidate[n.outputs[0]] == "parameter":  # its parameters are loaded where read
                 stored |= {v for v in program.inputs_of(n) if program.is_tensor(v) and _parameter(program, v)}
-            ins = [v for v in program.inputs_of(n) if program.is_tensor(v) and v not in stored
-                   and n.name not in kinds.shifted]
+            ins = [v for v in _data_inputs(program, n) if v not in stored and n.name not in kinds.shifted]
             if any(not _made_by(program, v, recomputed) for v in ins) or \
                     len(cone(program, [n.outputs[0]], recomputed)) > MAX_CONE:
                 recomputed.discard(n.name)
@@ -360,8 +401,8 @@ def gathered(program, values: list[str]) -> list[str]:
     indices), in order."""
     out = []
     for n in cone(program, values):
-        for v in program.inputs_of(n):
-            if program.is_tensor(v) and v not in out and not _made_by(program, v, program.recomputed):
+        for v in _data_inputs(program, n):
+            if v not in out and not _made_by(program, v, program.recomputed):
                 out.append(v)
     return out
 
@@ -495,6 +536,8 @@ class Evaluator:
     def _expression(self, node, value: str, idx: list[str]) -> str:
         program = self.program
         out = program.values[value]
+        if fill_value(node) is not None:
+            return _fill_expression(fill_value(node), out.dtype, self.zero)
         if node.target in ARANGES:
             start, step = _arange_start_step(node)
             # (PyTorch computes a float arange in a wider type and rounds once: at most an ulp apart)
@@ -667,6 +710,8 @@ def fixed_sizes(program, values: list[str], rank: int) -> dict[int, int]:
     broadcast to (aligned right): each static size other than 1."""
     fixed = {}
     for v in values:
+        if program.producer[v].target in SHAPED_AS_INPUT:  # (`zeros_like(x)`: x's sizes, whatever they are)
+            continue
         vv = program.values[v]
         lead = rank - len(vv.shape)
         fixed.update({lead + e: s for e, s in enumerate(vv.shape) if s != 1 and e not in vv.symbolic})

@@ -140,6 +140,29 @@ def _prod(xs) -> int:
     return math.prod(xs) if xs else 1
 
 
+def row_tile(R: int, I: int, softmax: bool = False) -> tuple[int, int, int]:
+    """(BLOCK_R, BLOCK_I, num_warps) for rows of R elements over I columns. Across columns
+    (I > 1): a tile of about 4096 elements, short reduced blocks taking wider strips. Along
+    contiguous rows (I == 1) a program owns a row: a long one takes a wider tile and more warps,
+    so that the few programs of a few hundred long rows (a vocabulary's logits) keep enough loads
+    in flight to reach the memory's bandwidth."""
+    if I > 1:
+        block_r = min(64, pow2(R))
+        return block_r, min(pow2(I), max(64, 4096 // block_r)), 4
+    for at_least, block_r, warps in (SOFTMAX_ROW_TILES if softmax else LONG_ROW_TILES):
+        if R >= at_least:
+            return block_r, 1, warps
+    return 1024, 1, 4
+
+
+#: (R at least, BLOCK_R, num_warps) along contiguous rows, longest first. Measured on an H200
+#: (docs/benchmarks.md, session 33): a sum over 256 x 32000 takes 39 us with (1024, 4), 19 us
+#: with (4096, 16); softmax 100 us with (1024, 4), 35 us with (8192, 16); below 4096 elements a
+#: row, (1024, 4) was as fast as any
+LONG_ROW_TILES = [(16384, 4096, 16), (4096, 2048, 8)]
+SOFTMAX_ROW_TILES = [(16384, 8192, 16), (4096, 2048, 4)]
+
+
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
     op = node.op
@@ -188,9 +211,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
 
-    # a (BLOCK_R, BLOCK_I) tile of about 4096 elements: short reduced blocks take wider strips
-    block_r = min(64, pow2(R)) if I > 1 else 1024
-    block_i = min(pow2(I), max(64, 4096 // block_r)) if I > 1 else 1
+    block_r, block_i, warps = row_tile(R, I, softmax=op in SOFTMAXES)
     # few programs (O x strips of I) and a long R: split R over more programs, in two stages
     split = (fold in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
              and R >= MIN_CHUNKS * CHUNK_TILES * block_r)
@@ -391,12 +412,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
             "  # chunks of R",
             f"_part = torch.empty(_O, _SPLIT, _I, device={device}, dtype={_TORCH[acc_t]})"
             "  # a partial per (o, chunk, column)",
-            f"{name}[(_O, _cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI)",
+            f"{name}[(_O, _cdiv(_I, _BI), _SPLIT)]({', '.join(stage1)}, BLOCK_R={block_r}, BLOCK_I=_BI, "
+            f"num_warps={warps})",
             f"{finish}[(_O, _cdiv(_I, _BI))]({', '.join(stage2)}, BLOCK_S={block_r}, BLOCK_I=_BI)",
         ]
         return Emitted(kernels, lines)
     args += out_args + ["_R", "_I", "*_xs[1:]"] + o_size_args
-    lines.append(f"{name}[(_O, _cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI)")
+    lines.append(f"{name}[(_O, _cdiv(_I, _BI))]({', '.join(args)}, BLOCK_R={block_r}, BLOCK_I=_BI, num_warps={warps})")
     return Emitted(kernels, lines)
 
 
