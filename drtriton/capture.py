@@ -782,7 +782,9 @@ def store_lowerings() -> dict:
     - `index_put` with one boolean mask (`x[mask] = v`, `+= v`): with values the same for every
       selected element, `where(mask, v, x)` (accumulating: x plus v where the mask holds); with a
       value per selected element (`x[mask] = g(x[mask])`), each position's row of values from a
-      cumsum of the mask, read with advanced indexing, chosen with `where`."""
+      cumsum of the mask, read with advanced indexing, chosen with `where`.
+    - `histc`: each element's bin computed as PyTorch's kernels do, the counts accumulated
+      with index_put (elements outside the range count zero)."""
     import torch
 
     aten = torch.ops.aten
@@ -1081,6 +1083,23 @@ def store_lowerings() -> dict:
             return (diff * diff).sum(-1).sqrt()
         return diff.pow(p).sum(-1).pow(1.0 / p)
 
+    def histc(self, bins=100, min=0, max=0):
+        # PyTorch's kernels (CPU's linear interpolation, CUDA's getBin) both put x in bin
+        # int((x - lo) * bins / (hi - lo)) in x's dtype, the last bin closed; x outside [lo, hi]
+        # (and NaN) is not counted. lo and hi are min and max, or x's extrema where they are equal,
+        # widened by one each way where those are equal too. The counts accumulate as index_put.
+        x = self.reshape(-1)
+        if min == max:
+            lo, hi = x.min(), x.max()
+            same = lo == hi
+            lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
+        else:  # in x's dtype, as the kernels take them (the width too)
+            lo, hi = x.new_full((), min), x.new_full((), max)
+        keep = (x >= lo) & (x <= hi)
+        at = ((x - lo) * bins / (hi - lo)).clamp(0, bins - 1)
+        at = torch.where(keep, at, 0).to(torch.int64)
+        return aten.index_put.default(x.new_zeros(bins), [at], keep.to(x.dtype), True)
+
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
         # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
@@ -1099,7 +1118,7 @@ def store_lowerings() -> dict:
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
             aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put,
-            aten.repeat_interleave.Tensor: repeat_interleave}
+            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc}
 
 
 def _covered(g: Graph) -> Counter:
