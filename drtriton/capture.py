@@ -615,9 +615,15 @@ ALLOCATIONS = {
 }
 
 
+#: operators of other libraries that `store_lowerings` lowers (registered where the library is loaded)
+LIBRARY_OPERATORS = {"transformers.grouped_mm_fallback.default"}
+
+
 def uncovered(graph: Graph) -> set[str]:
-    """The aten operators of `graph` that compute and that the vocabulary does not cover."""
-    return {n.target for n in graph.nodes if n.op is None and n.target.startswith("aten.")
+    """The aten operators (and `LIBRARY_OPERATORS`) of `graph` that compute and that the
+    vocabulary does not cover."""
+    return {n.target for n in graph.nodes if n.op is None
+            and (n.target.startswith("aten.") or n.target in LIBRARY_OPERATORS)
             and n.target not in VIEWS and n.target not in ALLOCATIONS and not is_scalar(n, graph.values)}
 
 
@@ -783,6 +789,8 @@ def store_lowerings() -> dict:
       selected element, `where(mask, v, x)` (accumulating: x plus v where the mask holds); with a
       value per selected element (`x[mask] = g(x[mask])`), each position's row of values from a
       cumsum of the mask, read with advanced indexing, chosen with `where`.
+    - transformers' `grouped_mm_fallback` (mixture-of-experts layers): every row through every
+      expert in one batched product, each row's own expert's result kept.
     - `histc`: each element's bin computed as PyTorch's kernels do, the counts accumulated
       with index_put (elements outside the range count zero)."""
     import torch
@@ -1100,6 +1108,20 @@ def store_lowerings() -> dict:
         at = torch.where(keep, at, 0).to(torch.int64)
         return aten.index_put.default(x.new_zeros(bins), [at], keep.to(x.dtype), True)
 
+    def grouped_mm(input, weight, offs):
+        # transformers' grouped_mm_fallback (the mixture-of-experts layers of transformers 5 in
+        # float32): rows sorted by expert, expert e's rows end at offs[e], rows past the last
+        # offset are zeros. Each row's expert is the count of offsets at or below its index; every
+        # row goes through every expert in one batched product, and its own expert's row is kept
+        # (the experts' count times the FLOPs of the grouped product: no grouped GEMM template yet)
+        rows, experts = input.shape[0], weight.shape[0]
+        at = torch.arange(rows, device=input.device, dtype=offs.dtype)
+        expert = (offs.unsqueeze(0) <= at.unsqueeze(1)).sum(1)
+        each = torch.matmul(input.unsqueeze(0), weight)  # (experts, rows, out)
+        pick = expert.clamp(max=experts - 1).view(1, rows, 1).expand(1, rows, each.shape[2])
+        picked = torch.gather(each, 0, pick).squeeze(0)
+        return torch.where((expert < experts).unsqueeze(-1), picked, torch.zeros_like(picked))
+
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
         # self's values are all overwritten, so the result is src cast to self's dtype, broadcast
@@ -1118,7 +1140,8 @@ def store_lowerings() -> dict:
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
             aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put,
-            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc}
+            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc,
+            **{op: grouped_mm for op in map(_overload, ["transformers.grouped_mm_fallback.default"]) if op is not None}}
 
 
 def _covered(g: Graph) -> Counter:

@@ -207,6 +207,47 @@ def test_a_threshold_that_a_few_ulps_decide_is_judged_by_what_they_move():
     assert not compare_with_exact(wrong.float(), ref, exact, FP32, spread).passed
 
 
+def test_a_threshold_that_fp32_rounding_decides_is_judged_by_the_fp32_runs_nearby():
+    """Moving a float64 run's inputs by a few ulps moves a running sum by ~2e-8; PyTorch's fp32
+    softmax and cumsum on those inputs scatter it by ~1e-7. A mask element that fp32's rounding
+    decides, and the float64 runs do not show, counts as the reference's error through the fp32
+    runs on inputs nearby (the harness's second round of `_arbitrate`); a flip elsewhere does not."""
+    from drtriton.verify.compare import compare_with_exact, conditioning
+    from drtriton.verify.worker.harness import PERTURBATIONS, _moved
+
+    x = torch.randn(64, 512, generator=torch.Generator().manual_seed(3)).double()
+
+    def cum(v):
+        return torch.cumsum(torch.softmax(v, -1), -1)
+
+    e = cum(x)
+    runs64 = [cum(_moved(x, k)) for k in PERTURBATIONS]
+    runs32 = [cum(_moved(x, k).float()).double() for k in PERTURBATIONS]
+    picked = None
+    for row in range(64):
+        col = int((e[row] <= 0.9).sum()) - 1  # the last element kept at 0.9
+        d64 = max(abs(float(m[row, col] - e[row, col])) for m in runs64)
+        up = max(float(m[row, col] - e[row, col]) for m in runs32)
+        if up > 3 * d64:
+            picked = (row, col, float(e[row, col]) + (d64 + up) / 2)
+            break
+    assert picked is not None
+    row, col, threshold = picked  # kept exactly, by every float64 run; dropped by an fp32 one
+    exact = _top_p(x, threshold)
+    assert exact[row, col] != 0
+    ref = _top_p(x.float(), threshold)
+    out = exact.clone()
+    out[row, col] = 0.0  # the candidate's rounding dropped it
+    moved64 = [_top_p(_moved(x, k), threshold) for k in PERTURBATIONS]
+    moved32 = [_top_p(_moved(x, k).float(), threshold) for k in PERTURBATIONS]
+    assert not compare_with_exact(out.float(), ref, exact, FP32, conditioning(exact, moved64)).passed
+    both = conditioning(exact, moved64 + moved32)
+    assert compare_with_exact(out.float(), ref, exact, FP32, both).passed
+    wrong = exact.clone()
+    wrong[row, col - 40] = 0.0  # far from the threshold: nothing nearby drops it
+    assert not compare_with_exact(wrong.float(), ref, exact, FP32, both).passed
+
+
 def test_conditioning_needs_runs_of_the_same_shape():
     from drtriton.verify.compare import conditioning
 

@@ -78,7 +78,8 @@ LONG_ROWS = [
     ("torch.softmax(x, -1)", "torch.randn(2, 20000)", "BLOCK_R=8192, BLOCK_I=_BI, num_warps=16"),
     ("torch.log_softmax(x * 0.5, -1)", "torch.randn(3, 5000)", "BLOCK_R=2048, BLOCK_I=_BI, num_warps=4"),
     ("x.sum(-1) + x.amax(-1)", "torch.randn(4, 5000)", "BLOCK_R=2048, BLOCK_I=_BI, num_warps=8"),
-    ("(x * x).mean(-1, keepdim=True)", "torch.randn(4, 17000)", "BLOCK_R=4096, BLOCK_I=_BI, num_warps=16"),
+    # four long rows: split into chunks of (1024, 4) tiles, which give the parallelism instead
+    ("(x * x).mean(-1, keepdim=True)", "torch.randn(4, 17000)", "BLOCK_R=1024, BLOCK_I=_BI, num_warps=4"),
 ]
 
 
@@ -86,3 +87,9 @@ LONG_ROWS = [
 def test_long_rows_take_the_wide_tile_and_stay_correct(cpu_verifier, expr, inputs, launch):
     cand = check(cpu_verifier, source(expr, inputs), [])
     assert launch in _forward(cand.source), _forward(cand.source)
+
+
+def test_many_long_rows_take_the_widest_tile():
+    _, cand = first_candidate(source("(x * x).mean(-1, keepdim=True)", "torch.randn(256, 17000)"))
+    forward = _forward(cand.source)
+    assert "BLOCK_R=4096, BLOCK_I=_BI, num_warps=16" in forward and "_SPLIT" not in forward, forward

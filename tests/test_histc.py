@@ -41,3 +41,47 @@ def test_the_lowering_matches_torch_histc_exactly_on_many_values():
         assert torch.equal(histc(x, bins, lo, hi), want), (bins, lo, hi)
     const = torch.full((9,), 0.25)  # one value: the range widened by one each way
     assert torch.equal(histc(const, 4), torch.histc(const, 4))
+
+
+MOE = '''
+import torch
+import torch.nn as nn
+from transformers.integrations import moe
+
+
+class Model(nn.Module):
+    """A mixture-of-experts layer as transformers 5 runs it in float32: rows sorted by expert,
+    counted with histc, offsets from a cumsum, one grouped product (traced, transformers' own
+    `grouped_mm_fallback` operator)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 8, 12))
+
+    def forward(self, x, expert_ids):
+        order = torch.argsort(expert_ids, stable=True)
+        counts = torch.histc(expert_ids.float(), bins=4, min=0, max=3)
+        offs = torch.cumsum(counts, dim=0).to(torch.int32)
+        out = moe._grouped_mm(x[order], self.weight, offs=offs)
+        return torch.zeros_like(out).index_copy(0, order, out)
+
+
+def get_inputs():
+    return [torch.randn(10, 8), torch.randint(0, 4, (10,))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_mixture_of_experts_grouped_product_runs_in_triton(cpu_verifier):
+    pytest.importorskip("transformers.integrations.moe")
+    from drtriton.problem import from_source
+    from test_policy_pool_scan_loss import first_candidate
+
+    _, cand = first_candidate(MOE)
+    forward = cand.source.split("def forward", 1)[1]
+    assert "grouped_mm" not in forward and "histc" not in forward, cand.plan
+    verdict = cpu_verifier.verify(from_source(MOE, name="moe"), cand.source, mode="strict")
+    assert verdict.correct, verdict.summary

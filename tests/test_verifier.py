@@ -374,6 +374,24 @@ def test_the_float64_arbiter_declines_a_reference_that_draws_random_numbers(tmp_
     assert harness._exact_outputs("steady", 3, 2)[0] is None  # not the outputs the trial had
 
 
+def test_the_arbiters_runs_on_moved_inputs_come_in_float64_and_in_the_references_fp32(tmp_path):
+    """`_exact_outputs(perturb=k)` moves each input a few fp32 ulps; with `double=False` the
+    reference runs in its own fp32 on those inputs (what fp32's rounding decides there)."""
+    from drtriton.problem import from_source
+    from drtriton.verify.worker.harness import ReferenceHarness
+
+    harness = ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    reply = harness.op_prepare({"key": "m", "problem": from_source(CENTERED_MEAN, name="m").to_dict(),
+                                "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+    assert reply["ok"], reply
+    exact = harness._exact_outputs("m", 3, 1)[0][0]
+    up64 = harness._exact_outputs("m", 3, 1, perturb=1)[0][0]
+    up32, why = harness._exact_outputs("m", 3, 1, perturb=1, double=False)
+    assert why == "" and up64.dtype == torch.float64 and up32[0].dtype == torch.float32
+    assert 0 < float((up64 - exact).abs().max()) < 1e-4
+    assert not torch.equal(up32[0].double(), exact) and float((up32[0].double() - exact).abs().max()) < 1e-4
+
+
 def test_an_arbiter_out_of_memory_keeps_the_fp32_result_with_a_note(tmp_path, monkeypatch):
     """Running out of memory in the float64 run is no verdict on the candidate and no crash of
     the comparison: the fp32 result stands and says why it was not arbitrated."""

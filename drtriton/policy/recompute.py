@@ -340,6 +340,9 @@ def recomputed_nodes(program) -> set[str]:
             if kinds.candidate[n.outputs[0]] == "parameter":  # its parameters are loaded where read
                 stored |= {v for v in program.inputs_of(n) if program.is_tensor(v) and _parameter(program, v)}
             ins = [v for v in _data_inputs(program, n) if v not in stored and n.name not in kinds.shifted]
+            if fill_value(n) is not None and any(_made_by(program, v, recomputed) for v in program.inputs_of(n)):
+                recomputed.discard(n.name)  # shaped as a recomputed value, which forward never makes
+                continue
             if any(not _made_by(program, v, recomputed) for v in ins) or \
                     len(cone(program, [n.outputs[0]], recomputed)) > MAX_CONE:
                 recomputed.discard(n.name)
@@ -630,7 +633,7 @@ def gathered_check(program, x: str, values: list[str], shape: str, rank: int) ->
     sizes = _sizes_within(program, values, shape, rank)
     want: list[tuple[int, str]] = []
     for node in cone(program, values):
-        if x not in program.inputs_of(node):
+        if x not in _data_inputs(program, node):  # (a fill's template: not read)
             continue
         out = sizes[node.outputs[0]]  # (every node reading a stored tensor has its sizes)
         read = read_of(program, node)
@@ -663,8 +666,8 @@ def _sizes_within(program, values: list[str], shape: str, rank: int) -> dict[str
                     sizes.setdefault(e, _index_sizes(program, read, e, out))
         if out is None or read is not None or node.target in RESHAPES or node.target in EXPANDS:
             continue  # (positions under them: they read nothing stored)
-        for a in program.inputs_of(node):
-            if program.is_tensor(a) and _made_by(program, a, program.recomputed):
+        for a in _data_inputs(program, node):
+            if _made_by(program, a, program.recomputed):
                 sizes.setdefault(a, _input_sizes(program, node, a, out))
     return sizes
 

@@ -9,8 +9,9 @@ mean of a normalised tensor, which is 0 in exact arithmetic), and there the fp32
 better a judge than the candidate; the arbiter asks instead that the candidate be about as close
 to the exact result as PyTorch's fp32 output is. Where the exact result itself is not
 determined at fp32 resolution (a `cum <= 0.9` mask whose running sum sits within a few ulps of
-the threshold), the reference runs again on inputs moved by a few ulps, and what that moves an
-element by counts as the reference's error there (`conditioning`).
+the threshold), the reference runs again on inputs moved by a few ulps, in float64 and then, for
+elements still off, in its own fp32 (where fp32's rounding of the running sum decides the mask),
+and what that moves an element by counts as the reference's error there (`conditioning`).
 """
 
 from __future__ import annotations

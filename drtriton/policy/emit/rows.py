@@ -212,9 +212,12 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     outs = [program.expr(o) for o in stores]
 
     block_r, block_i, warps = row_tile(R, I, softmax=op in SOFTMAXES)
-    # few programs (O x strips of I) and a long R: split R over more programs, in two stages
+    # few programs (O x strips of I) and a long R: split R over more programs, in two stages, of
+    # today's (1024, 4) tiles along rows (the chunks give the parallelism a wide tile would)
     split = (fold in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
-             and R >= MIN_CHUNKS * CHUNK_TILES * block_r)
+             and R >= MIN_CHUNKS * CHUNK_TILES * min(block_r, 1024))
+    if split and I == 1:
+        block_r, warps = 1024, 4
 
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
