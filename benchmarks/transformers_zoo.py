@@ -69,6 +69,46 @@ MODELS = {
                  "torch.randn(2, 400)", "input_values=x"),
     "xlm_roberta": ("XLMRobertaConfig", "XLMRobertaModel", f"{SMALL}, max_position_embeddings=64, pad_token_id=1",
                     TEXT, "input_ids=x"),
+    # the second set (session 33): mixtures of experts, more decoders, vision encoders, an RNN-style LM
+    "beit": ("BeitConfig", "BeitModel", "image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, "
+             "num_attention_heads=4, intermediate_size=64, use_relative_position_bias=True", IMAGE, "pixel_values=x"),
+    "biogpt": ("BioGptConfig", "BioGptModel", f"{SMALL}, max_position_embeddings=64", TEXT, "input_ids=x"),
+    "codegen": ("CodeGenConfig", "CodeGenModel", "vocab_size=128, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, "
+                "n_positions=64, n_ctx=64", TEXT, "input_ids=x"),
+    "cohere": ("CohereConfig", "CohereModel", f"{SMALL}, num_key_value_heads=2, max_position_embeddings=64", TEXT,
+               "input_ids=x"),
+    "deit": ("DeiTConfig", "DeiTModel", "image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, "
+             "num_attention_heads=4, intermediate_size=64", IMAGE, "pixel_values=x"),
+    "gemma2": ("Gemma2Config", "Gemma2Model", f"{SMALL}, num_key_value_heads=2, head_dim=8, max_position_embeddings=64",
+               TEXT, "input_ids=x"),
+    "gptj": ("GPTJConfig", "GPTJModel", "vocab_size=128, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64",
+             TEXT, "input_ids=x"),
+    "granite": ("GraniteConfig", "GraniteModel", f"{SMALL}, num_key_value_heads=2, max_position_embeddings=64", TEXT,
+                "input_ids=x"),
+    "modernbert": ("ModernBertConfig", "ModernBertModel", f"{SMALL}, max_position_embeddings=64, pad_token_id=0, "
+                   "bos_token_id=1, eos_token_id=2, sep_token_id=2, cls_token_id=1", TEXT, "input_ids=x"),
+    "mpt": ("MptConfig", "MptModel", "vocab_size=128, d_model=32, n_heads=4, n_layers=2, max_seq_len=64", TEXT,
+            "input_ids=x"),
+    "nemotron": ("NemotronConfig", "NemotronModel", f"{SMALL}, num_key_value_heads=2, max_position_embeddings=64", TEXT,
+                 "input_ids=x"),
+    "olmo2": ("Olmo2Config", "Olmo2Model", f"{SMALL}, num_key_value_heads=2, max_position_embeddings=64", TEXT,
+              "input_ids=x"),
+    "olmoe": ("OlmoeConfig", "OlmoeModel", f"{SMALL}, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, "
+              "max_position_embeddings=64", TEXT, "input_ids=x"),
+    "pegasus": ("PegasusConfig", "PegasusModel", "vocab_size=128, d_model=32, encoder_layers=2, decoder_layers=2, "
+                "encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, "
+                "max_position_embeddings=64", TEXT, "input_ids=x, decoder_input_ids=x"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeModel", f"{SMALL}, num_key_value_heads=2, moe_intermediate_size=16, "
+                  "shared_expert_intermediate_size=32, num_experts=4, num_experts_per_tok=2, max_position_embeddings=64",
+                  TEXT, "input_ids=x"),
+    "resnet": ("ResNetConfig", "ResNetModel", "embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type='basic'",
+               IMAGE, "pixel_values=x"),
+    "rwkv": ("RwkvConfig", "RwkvModel", "vocab_size=128, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, "
+             "intermediate_size=64, context_length=64", TEXT, "input_ids=x"),
+    "stablelm": ("StableLmConfig", "StableLmModel", f"{SMALL}, num_key_value_heads=2, max_position_embeddings=64", TEXT,
+                 "input_ids=x"),
+    "xglm": ("XGLMConfig", "XGLMModel", "vocab_size=128, d_model=32, ffn_dim=64, num_layers=2, attention_heads=4, "
+             "max_position_embeddings=64", TEXT, "input_ids=x"),
 }
 
 TEMPLATE = '''"""{model} from a small {config}, random weights (transformers; benchmarks/transformers_zoo.py)."""
