@@ -1145,16 +1145,37 @@ def store_lowerings() -> dict:
 
 
 def _covered(g: Graph) -> Counter:
-    """The covered operators on floating-point values. Lowering runs the whole program through
-    functionalisation, which respells a few (batch_norm -> _native_batch_norm_legit_no_training):
-    a lowering that loses one is not kept. Integer index arithmetic (arange + 0), casts to the
-    dtype a value already has and a cat of one tensor (a key/value cache's first step, which
-    becomes a clone) may fold away."""
+    """The covered operators on floating-point values that the result needs. Lowering runs the
+    whole program through functionalisation, which respells a few (batch_norm ->
+    _native_batch_norm_legit_no_training): a lowering that loses one is not kept. Integer index
+    arithmetic (arange + 0), casts to the dtype a value already has, a cat of one tensor (a
+    key/value cache's first step, which becomes a clone) and what the result does not need
+    (RWKV's state, updated in place and not returned, which functionalisation drops) may go."""
     def copy(n: Node) -> bool:
         return n.op == "cat" and len(n.args[0]) == 1
 
+    live = _live(g)
     return Counter(n.op for n in g.nodes if n.op is not None and n.op != "to_dtype" and not copy(n)
-                   and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
+                   and n.name in live and "float" in g.values.get(n.outputs[0], Value("", [], "", "")).dtype)
+
+
+def _live(g: Graph) -> set[str]:
+    """The names of the nodes the roots need: what computes them, and what writes in place into
+    a tensor that is needed (an in-place aten operator, `x.sub_(y)`, `copy_`)."""
+    live, needed = set(), set(g.roots())
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(g.nodes):
+            if n.name in live:
+                continue
+            ins = value_refs(n.args) + value_refs(list(n.kwargs.values()))
+            in_place = n.target.split(".")[1].endswith("_") if n.target.count(".") == 2 else False
+            if any(o in needed for o in n.outputs) or (in_place and ins and ins[0] in needed):
+                live.add(n.name)
+                needed.update(ins)
+                changed = True
+    return live
 
 
 def access_path(model, fqn: str) -> str:

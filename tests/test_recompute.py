@@ -116,6 +116,14 @@ def test_a_table_read_at_positions_is_read_in_the_kernel(cpu_verifier, expr, inp
     assert "torch.arange" not in cand.source and len(cand.plan) == 1, cand.plan
 
 
+def test_a_read_keeps_its_size_one_dims_in_place(cpu_verifier):
+    # BEiT's relative position table resized: a size-1 dim before a kept one. The sizes forward
+    # checks the read tensor against skipped it (session 33), and every call raised
+    src = source('x + F.interpolate(self.table.view(1, 7, 7, 4).permute(0, 3, 1, 2), size=(7, 7), mode="bilinear")',
+                 "torch.randn(4, 7, 7)", init="self.table = nn.Parameter(torch.randn(49, 4))")
+    check(cpu_verifier, src, [])
+
+
 def test_a_tensor_is_not_read_at_positions_by_the_kernel_that_writes_it(cpu_verifier):
     src = source("(y := torch.relu(x)) + y.index_select(1, torch.arange(x.shape[1] - 1, -1, -1, device=x.device))",
                  "torch.randn(6, 3)")

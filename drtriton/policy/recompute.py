@@ -677,8 +677,14 @@ def _read_sizes(program, read: Read, out: list[str]) -> list[str]:
     its own (static) size along an indexed dim, the output's along the others."""
     xv = program.values[read.x]
     kept = iter(o if o < read.first else o + read.b for o in range(len(xv.shape) - len(read.indexed)))
-    return [str(s) if d in read.indexed else ("1" if s == 1 and d not in xv.symbolic else out[next(kept)])
-            for d, s in enumerate(xv.shape)]
+    sizes = []
+    for d, s in enumerate(xv.shape):
+        if d in read.indexed:
+            sizes.append(str(s))
+            continue
+        at = next(kept)  # (every kept dim has its place in the output, a size of 1 too)
+        sizes.append("1" if s == 1 and d not in xv.symbolic else out[at])
+    return sizes
 
 
 def _index_sizes(program, read: Read, e: str, out: list[str]) -> list[str]:
