@@ -751,7 +751,16 @@ def _index_put_lowerable(n) -> bool:
     return v.dim() <= x.dim() - mask.dim() + 1
 
 
-_LOWERABLE = {"aten.index_put.default": _index_put_lowerable,
+def _float_input(n) -> bool:
+    """An input in float32 or float64, in which PyTorch's kernels compute histc's bins as the
+    lowering does (half precision computes them in float on the GPU, integers divide exactly)."""
+    import torch
+
+    val = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
+    return val is not None and val.dtype in (torch.float32, torch.float64)
+
+
+_LOWERABLE = {"aten.index_put.default": _index_put_lowerable, "aten.histc.default": _float_input,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
@@ -1101,7 +1110,7 @@ def store_lowerings() -> dict:
             lo, hi = x.min(), x.max()
             same = lo == hi
             lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
-        else:  # in x's dtype, as the kernels take them (the width too)
+        else:  # in x's dtype (float32 or float64: `_float_input`), as the kernels take them
             lo, hi = x.new_full((), min), x.new_full((), max)
         keep = (x >= lo) & (x <= hi)
         at = ((x - lo) * bins / (hi - lo)).clamp(0, bins - 1)
@@ -1161,7 +1170,17 @@ def _covered(g: Graph) -> Counter:
 
 def _live(g: Graph) -> set[str]:
     """The names of the nodes the roots need: what computes them, and what writes in place into
-    a tensor that is needed (an in-place aten operator, `x.sub_(y)`, `copy_`)."""
+    a tensor that is needed or into a view of one (`x.sub_(y)`, `x[:, 0].copy_(y)`)."""
+    producer = g.producer()
+
+    def base(v: str) -> str:  # the tensor a view's writes land in
+        while v in producer and producer[v].target in VIEWS:
+            ins = value_refs(producer[v].args)
+            if not ins:
+                break
+            v = ins[0]
+        return v
+
     live, needed = set(), set(g.roots())
     changed = True
     while changed:
@@ -1170,12 +1189,17 @@ def _live(g: Graph) -> set[str]:
             if n.name in live:
                 continue
             ins = value_refs(n.args) + value_refs(list(n.kwargs.values()))
-            in_place = n.target.split(".")[1].endswith("_") if n.target.count(".") == 2 else False
-            if any(o in needed for o in n.outputs) or (in_place and ins and ins[0] in needed):
+            if any(o in needed for o in n.outputs) or (_in_place(n.target) and ins and base(ins[0]) in needed):
                 live.add(n.name)
                 needed.update(ins)
                 changed = True
     return live
+
+
+def _in_place(target: str) -> bool:
+    """An aten operator writing into its first argument (`sub_`, `copy_`; not `__and__`)."""
+    name = target.split(".")[1] if target.count(".") == 2 else ""
+    return name.endswith("_") and not name.startswith("__")
 
 
 def access_path(model, fqn: str) -> str:
@@ -1421,7 +1445,7 @@ def _convert(ep) -> Graph:
                     values[name] = Value(name, [], _dtype(o), "node", literal=_hint(o))
             # In place on the module's state (num_batches_tracked += 1) is a side effect, not part of
             # the result; in place on a value forward computed (y.relu_(), y.detach_()) is.
-            in_place = target.endswith("_.Tensor") or target.endswith("_.default")
+            in_place = _in_place(target)
             on_state = isinstance(source, dict) and values[source["value"]].kind in ("param", "buffer")
             node = Node(n.name, target, args, {k: ref(v) for k, v in n.kwargs.items()}, names,
                         mutates=in_place and on_state)

@@ -34,6 +34,10 @@ FILLS = [
     ("(torch.ones_like(x, dtype=torch.bool) & (x > 0)).float() * x", "torch.randn(3, 5, 7)", "x"),
     ("torch.zeros_like(i) + i * 3 - torch.ones_like(i)", "torch.randint(-9, 9, (3, 4))", "i"),
     ("x.double() * torch.full_like(x, 0.1, dtype=torch.float64)", "torch.randn(3, 5, 7)", "x"),
+    ("torch.full_like(i, 2**40) + i", "torch.randint(-9, 9, (3, 4))", "i"),  # beyond int32
+    ("1.0 / (torch.full_like(x, -0.0) * x)", "torch.rand(3, 5) + 1.0", "x"),  # -inf, not +inf
+    # the template is made after the fragment the add would join: forward makes it first
+    ("x * 2.0 + torch.zeros_like(torch.softmax(x, -1))", "torch.randn(3, 5)", "x"),
 ]
 
 

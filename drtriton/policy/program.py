@@ -153,10 +153,11 @@ class Program:
 
     def reads(self, node: Node) -> list[str]:
         """The stored values a node reads: its inputs, with each recomputed one replaced by the
-        tensors it reads through computed positions."""
+        tensors it reads through computed positions (and those whose sizes it takes: the `x` of a
+        recomputed `zeros_like(x)` must be made first too)."""
         out = []
         for v in self.inputs_of(node):
-            out += recompute.gathered(self, [v]) if self.is_recomputed(v) else [v]
+            out += recompute.gathered(self, [v]) + recompute.templates(self, [v]) if self.is_recomputed(v) else [v]
         return out
 
     def gathers_inside(self, nodes: list[Node], inside: list[Node]) -> bool:
@@ -232,8 +233,9 @@ class Program:
             if frag.anchor is not None and not _anchor_takes_epilogue(frag):
                 continue
             candidates.append(frag)
-        # the latest producer first; an earlier one where the latest cannot take it (where(c, x,
-        # 0) after a scan of x that gave c: the scan's kernel, which has x loaded)
+        # the latest producer first; an earlier one where the latest cannot take it: in
+        # where(cumsum(x) <= t, x, 0), x's producer comes last among where's inputs but runs
+        # before the scan, so where joins the scan's fragment (whose kernel has x loaded)
         for frag in reversed(candidates):
             if self.gathers_inside([node], frag.nodes):
                 continue

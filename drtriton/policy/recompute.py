@@ -23,7 +23,8 @@ such cats (the `-x2`, the `x[..., :half]`) come along, a slice as an index map o
 tensor is.
 
 A node is *recomputed* (`recomputed_nodes`) when it is one of those, its tensor inputs are
-recomputed too (a read's tensor and a cat's branches may be stored), and every node that reads
+recomputed too (a read's tensor and a cat's branches may be stored; a fill reads none: its
+template, `x` of `zeros_like(x)`, only orders it after x, `templates`), and every node that reads
 it can compute it in place: an elementwise node (through `PointwiseBlock`), another recomputed
 node, or advanced indexing reading it as an index tensor (the gather template). It then belongs
 to no fragment; `cone` gives the recomputed nodes a fragment reads, which a fragment run as
@@ -32,6 +33,7 @@ PyTorch (or posed as a problem alone) computes first.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -83,12 +85,16 @@ def _data_inputs(program, node) -> list[str]:
 
 
 def _fill_expression(value, dtype: str, zero: str) -> str:
-    """`value` in the dtype of the fill, in the shape of the tile (`zero`: zeros of that shape)."""
+    """`value` in the dtype of the fill, in the shape of the tile (`zero`: zeros of that shape,
+    converted first, so a number beyond int32 meets an int64 tile)."""
     if dtype == "torch.bool":
         return f"({zero}) {'==' if value else '!='} 0"
-    if "float" in dtype:
-        return f"({zero}).to({_TL[dtype]}) + {float_source(float(value))}"
-    return f"(({zero}) + {int(value)}).to({_TL[dtype]})"
+    zeros = f"({zero}).to({_TL[dtype]})"
+    if "float" not in dtype:
+        return f"{zeros} + {int(value)}"
+    if value == 0 and math.copysign(1.0, value) < 0:
+        return f"{zeros} * -1.0"  # (-0.0: 0.0 + -0.0 is +0.0, and Triton negates as 0 - x)
+    return f"{zeros} + {float_source(float(value))}"
 
 
 @dataclass
@@ -407,6 +413,17 @@ def gathered(program, values: list[str]) -> list[str]:
         for v in _data_inputs(program, n):
             if v not in out and not _made_by(program, v, program.recomputed):
                 out.append(v)
+    return out
+
+
+def templates(program, values: list[str]) -> list[str]:
+    """The tensors whose sizes, dtype or device recomputing `values` takes (`x` of a recomputed
+    `zeros_like(x)`): never read, but forward must have made them first."""
+    out = []
+    for n in cone(program, values):
+        if fill_value(n) is not None:
+            out += [v for v in program.inputs_of(n) if program.is_tensor(v) and v not in out
+                    and not _made_by(program, v, program.recomputed)]
     return out
 
 

@@ -407,7 +407,7 @@ class ReferenceHarness:
         except torch.OutOfMemoryError:
             return None, "out of memory"
         except Exception as e:
-            return None, f"the reference fails in float64: {describe_error(e)[:200]}"
+            return None, f"the reference fails in {'float64' if double else 'its own dtypes'}: {describe_error(e)[:200]}"
         finally:
             del model, inputs
         if flat is None or len(flat) != count:
