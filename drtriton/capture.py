@@ -1170,10 +1170,13 @@ def _covered(g: Graph) -> Counter:
 
 def _live(g: Graph) -> set[str]:
     """The names of the nodes the roots need: what computes them, and what writes in place into
-    a tensor that is needed or into a view of one (`x.sub_(y)`, `x[:, 0].copy_(y)`)."""
+    a tensor (or a view of one) that a needed node reads later (`x.sub_(y)`, `x[:, 0].copy_(y)`).
+    One pass from the end: the nodes are in program order, so a write is visited before the
+    reads that come before it, which do not make it needed (RWKV's state: read, then written
+    for a next call that never comes)."""
     producer = g.producer()
 
-    def base(v: str) -> str:  # the tensor a view's writes land in
+    def base(v: str) -> str:  # the tensor a view's reads and writes land in
         while v in producer and producer[v].target in VIEWS:
             ins = value_refs(producer[v].args)
             if not ins:
@@ -1182,17 +1185,12 @@ def _live(g: Graph) -> set[str]:
         return v
 
     live, needed = set(), set(g.roots())
-    changed = True
-    while changed:
-        changed = False
-        for n in reversed(g.nodes):
-            if n.name in live:
-                continue
-            ins = value_refs(n.args) + value_refs(list(n.kwargs.values()))
-            if any(o in needed for o in n.outputs) or (_in_place(n.target) and ins and base(ins[0]) in needed):
-                live.add(n.name)
-                needed.update(ins)
-                changed = True
+    for n in reversed(g.nodes):
+        ins = value_refs(n.args) + value_refs(list(n.kwargs.values()))
+        if any(o in needed for o in n.outputs) or (_in_place(n.target) and ins and base(ins[0]) in needed):
+            live.add(n.name)
+            needed.update(ins)
+            needed.update(base(v) for v in ins)
     return live
 
 

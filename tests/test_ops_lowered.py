@@ -107,3 +107,12 @@ def test_a_lowering_may_drop_what_the_result_does_not_need(cpu_verifier):
     # was refused, and `square` left no strict plan (RWKV: its token shift's `pad`)
     cand = check(cpu_verifier, DEAD_STATE, ["pow"])
     assert all("Triton" in line for line in cand.plan), cand.plan
+    # read before it is written (as RWKV reads its state, then writes it for a next call): dead too
+    read_first = DEAD_STATE.replace("        h = x * 2.0\n", "        h = x * 2.0 + state[:, 0]\n")
+    assert read_first != DEAD_STATE
+    cand = check(cpu_verifier, read_first, ["pow"])
+    assert all("Triton" in line for line in cand.plan), cand.plan
+    # written, then read through a view: needed, and computed
+    needed = DEAD_STATE.replace("return torch.square(h) + 1.0", "return torch.square(h) + state[:, 0]")
+    cand = check(cpu_verifier, needed, [])
+    assert any("exp" in line for line in cand.plan), cand.plan
