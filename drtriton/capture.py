@@ -724,10 +724,15 @@ def _overload(name: str):
 # -- lowerings of our own: store-side operators PyTorch's tables leave whole, written with the
 # scatter and index_put the vocabulary covers (drtriton.policy.emit.scatter), as Inductor lowers them
 
+def _first_input(n):
+    """The example tensor the trace saw as node `n`'s first argument, or None."""
+    return n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
+
+
 def _on_contiguous_input(n) -> bool:
     """A scatter into a view of its input, lowered to positions in the input's storage: only
     where that storage is the input's own contiguous layout."""
-    val = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
+    val = _first_input(n)
     return val is not None and val.is_contiguous() and val.storage_offset() == 0
 
 
@@ -756,7 +761,7 @@ def _float_input(n) -> bool:
     lowering does (half precision computes them in float on the GPU, integers divide exactly)."""
     import torch
 
-    val = n.args[0].meta.get("val") if hasattr(n.args[0], "meta") else None
+    val = _first_input(n)
     return val is not None and val.dtype in (torch.float32, torch.float64)
 
 

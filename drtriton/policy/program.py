@@ -157,7 +157,7 @@ class Program:
         recomputed `zeros_like(x)` must be made first too)."""
         out = []
         for v in self.inputs_of(node):
-            out += recompute.gathered(self, [v]) + recompute.templates(self, [v]) if self.is_recomputed(v) else [v]
+            out += recompute.gathered(self, [v], shapes=True) if self.is_recomputed(v) else [v]
         return out
 
     def gathers_inside(self, nodes: list[Node], inside: list[Node]) -> bool:

@@ -24,10 +24,10 @@ tensor is.
 
 A node is *recomputed* (`recomputed_nodes`) when it is one of those, its tensor inputs are
 recomputed too (a read's tensor and a cat's branches may be stored; a fill reads none: its
-template, `x` of `zeros_like(x)`, only orders it after x, `templates`), and every node that reads
-it can compute it in place: an elementwise node (through `PointwiseBlock`), another recomputed
-node, or advanced indexing reading it as an index tensor (the gather template). It then belongs
-to no fragment; `cone` gives the recomputed nodes a fragment reads, which a fragment run as
+template, `x` of `zeros_like(x)`, only orders it after x, `gathered(shapes=True)`), and every
+node that reads it can compute it in place: an elementwise node (through `PointwiseBlock`),
+another recomputed node, or advanced indexing reading it as an index tensor (the gather
+template). It then belongs to no fragment; `cone` gives the recomputed nodes a fragment reads, which a fragment run as
 PyTorch (or posed as a problem alone) computes first.
 """
 
@@ -405,25 +405,16 @@ def cone(program, values: list[str], recomputed: set[str] | None = None) -> list
     return [n for n in program.nodes if n.name in seen]
 
 
-def gathered(program, values: list[str]) -> list[str]:
+def gathered(program, values: list[str], shapes: bool = False) -> list[str]:
     """The stored tensors that recomputing `values` reads (through computed positions or shifted
-    indices), in order."""
+    indices), in order; with `shapes`, those whose sizes, dtype or device it takes too (`x` of a
+    recomputed `zeros_like(x)`: never read, but forward must have made it first)."""
     out = []
     for n in cone(program, values):
-        for v in _data_inputs(program, n):
+        ins = [v for v in program.inputs_of(n) if program.is_tensor(v)] if shapes else _data_inputs(program, n)
+        for v in ins:
             if v not in out and not _made_by(program, v, program.recomputed):
                 out.append(v)
-    return out
-
-
-def templates(program, values: list[str]) -> list[str]:
-    """The tensors whose sizes, dtype or device recomputing `values` takes (`x` of a recomputed
-    `zeros_like(x)`): never read, but forward must have made them first."""
-    out = []
-    for n in cone(program, values):
-        if fill_value(n) is not None:
-            out += [v for v in program.inputs_of(n) if program.is_tensor(v) and v not in out
-                    and not _made_by(program, v, program.recomputed)]
     return out
 
 
@@ -556,8 +547,8 @@ class Evaluator:
     def _expression(self, node, value: str, idx: list[str]) -> str:
         program = self.program
         out = program.values[value]
-        if fill_value(node) is not None:
-            return _fill_expression(fill_value(node), out.dtype, self.zero)
+        if (value_filled := fill_value(node)) is not None:
+            return _fill_expression(value_filled, out.dtype, self.zero)
         if node.target in ARANGES:
             start, step = _arange_start_step(node)
             # (PyTorch computes a float arange in a wider type and rounds once: at most an ulp apart)

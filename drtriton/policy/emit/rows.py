@@ -152,9 +152,12 @@ def row_tile(R: int, I: int, softmax: bool = False) -> tuple[int, int, int]:
     for at_least, block_r, warps in (SOFTMAX_ROW_TILES if softmax else LONG_ROW_TILES):
         if R >= at_least:
             return block_r, 1, warps
-    return 1024, 1, 4
+    block_r, warps = ROW_TILE
+    return block_r, 1, warps
 
 
+#: (BLOCK_R, num_warps) along contiguous rows shorter than the tables' below, and in split reductions
+ROW_TILE = (1024, 4)
 #: (R at least, BLOCK_R, num_warps) along contiguous rows, longest first. Measured on an H200
 #: (docs/benchmarks.md, session 33): a sum over 256 x 32000 takes 39 us with (1024, 4), 19 us
 #: with (4096, 16); softmax 100 us with (1024, 4), 35 us with (8192, 16); below 4096 elements a
@@ -213,11 +216,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
 
     block_r, block_i, warps = row_tile(R, I, softmax=op in SOFTMAXES)
     # few programs (O x strips of I) and a long R: split R over more programs, in two stages, of
-    # today's (1024, 4) tiles along rows (the chunks give the parallelism a wide tile would)
+    # ROW_TILE tiles along rows (the chunks give the parallelism a wide tile would)
     split = (fold in SPLITTABLE and O * math.ceil(I / block_i) < SPLIT_BELOW
-             and R >= MIN_CHUNKS * CHUNK_TILES * min(block_r, 1024))
+             and R >= MIN_CHUNKS * CHUNK_TILES * min(block_r, ROW_TILE[0]))
     if split and I == 1:
-        block_r, warps = 1024, 4
+        block_r, warps = ROW_TILE
 
     x_sizes = [f"xsize{d}" for d in range(1, rank)]
     o_sizes = [f"osize{d}" for d in range(1, len(out_shape))]
