@@ -615,8 +615,9 @@ ALLOCATIONS = {
 }
 
 
-#: operators of other libraries that `store_lowerings` lowers (registered where the library is loaded)
-LIBRARY_OPERATORS = {"transformers.grouped_mm_fallback.default"}
+#: operators of other libraries that capture knows, and the module whose import registers each
+#: (code that calls one outside the problem's own process imports it first: a fragment's problem)
+LIBRARY_OPERATORS = {"transformers.grouped_mm_fallback.default": "transformers.integrations.moe"}
 
 
 def uncovered(graph: Graph) -> set[str]:
@@ -756,16 +757,17 @@ def _index_put_lowerable(n) -> bool:
     return v.dim() <= x.dim() - mask.dim() + 1
 
 
-def _float_input(n) -> bool:
-    """An input in float32 or float64, in which PyTorch's kernels compute histc's bins as the
-    lowering does (half precision computes them in float on the GPU, integers divide exactly)."""
+def _histc_lowerable(n) -> bool:
+    """An input in float32 or float64, or an integer one, whose bins PyTorch's kernels compute as
+    the lowering does (half precision computes them in float on the GPU)."""
     import torch
 
     val = _first_input(n)
-    return val is not None and val.dtype in (torch.float32, torch.float64)
+    return val is not None and (val.dtype in (torch.float32, torch.float64)
+                                or not (val.dtype.is_floating_point or val.dtype.is_complex or val.dtype == torch.bool))
 
 
-_LOWERABLE = {"aten.index_put.default": _index_put_lowerable, "aten.histc.default": _float_input,
+_LOWERABLE = {"aten.index_put.default": _index_put_lowerable, "aten.histc.default": _histc_lowerable,
               "aten.as_strided_scatter.default": _on_contiguous_input,
               "aten.diagonal_scatter.default": _on_contiguous_input}
 #: operators whose PyTorch decomposition does not reach the vocabulary: ours is taken first.
@@ -803,8 +805,6 @@ def store_lowerings() -> dict:
       selected element, `where(mask, v, x)` (accumulating: x plus v where the mask holds); with a
       value per selected element (`x[mask] = g(x[mask])`), each position's row of values from a
       cumsum of the mask, read with advanced indexing, chosen with `where`.
-    - transformers' `grouped_mm_fallback` (mixture-of-experts layers): every row through every
-      expert in one batched product, each row's own expert's result kept.
     - `histc`: each element's bin computed as PyTorch's kernels do, the counts accumulated
       with index_put (elements outside the range count zero)."""
     import torch
@@ -1106,35 +1106,29 @@ def store_lowerings() -> dict:
         return diff.pow(p).sum(-1).pow(1.0 / p)
 
     def histc(self, bins=100, min=0, max=0):
-        # PyTorch's kernels (CPU's linear interpolation, CUDA's getBin) both put x in bin
-        # int((x - lo) * bins / (hi - lo)) in x's dtype, the last bin closed; x outside [lo, hi]
-        # (and NaN) is not counted. lo and hi are min and max, or x's extrema where they are equal,
-        # widened by one each way where those are equal too. The counts accumulate as index_put.
+        # PyTorch's kernels (CPU's linear interpolation, CUDA's getBin) put x in bin
+        # int((x - lo) * bins / (hi - lo)), the last bin closed; x outside [lo, hi] (and NaN) is
+        # not counted. Floats compute it in x's dtype; integers (CUDA only) in int64, min and max
+        # truncated to integers first, the division exact. lo and hi are min and max, or x's
+        # extrema where they are equal, widened by one each way where those are equal too. The
+        # counts accumulate as index_put, in x's dtype.
         x = self.reshape(-1)
+        exact = not x.dtype.is_floating_point  # (`_histc_lowerable`: float32, float64 or an integer)
+        if exact:
+            x, min, max = x.to(torch.int64), int(min), int(max)
         if min == max:
             lo, hi = x.min(), x.max()
             same = lo == hi
             lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
-        else:  # in x's dtype (float32 or float64: `_float_input`), as the kernels take them
+        else:  # in x's dtype, as the kernels take them
             lo, hi = x.new_full((), min), x.new_full((), max)
         keep = (x >= lo) & (x <= hi)
-        at = ((x - lo) * bins / (hi - lo)).clamp(0, bins - 1)
+        if exact:
+            at = torch.div((x - lo) * bins, hi - lo, rounding_mode="floor").clamp(0, bins - 1)
+        else:
+            at = ((x - lo) * bins / (hi - lo)).clamp(0, bins - 1)
         at = torch.where(keep, at, 0).to(torch.int64)
-        return aten.index_put.default(x.new_zeros(bins), [at], keep.to(x.dtype), True)
-
-    def grouped_mm(input, weight, offs):
-        # transformers' grouped_mm_fallback (the mixture-of-experts layers of transformers 5 in
-        # float32): rows sorted by expert, expert e's rows end at offs[e], rows past the last
-        # offset are zeros. Each row's expert is the count of offsets at or below its index; every
-        # row goes through every expert in one batched product, and its own expert's row is kept
-        # (the experts' count times the FLOPs of the grouped product: no grouped GEMM template yet)
-        rows, experts = input.shape[0], weight.shape[0]
-        at = torch.arange(rows, device=input.device, dtype=offs.dtype)
-        expert = (offs.unsqueeze(0) <= at.unsqueeze(1)).sum(1)
-        each = torch.matmul(input.unsqueeze(0), weight)  # (experts, rows, out)
-        pick = expert.clamp(max=experts - 1).view(1, rows, 1).expand(1, rows, each.shape[2])
-        picked = torch.gather(each, 0, pick).squeeze(0)
-        return torch.where((expert < experts).unsqueeze(-1), picked, torch.zeros_like(picked))
+        return aten.index_put.default(self.new_zeros(bins), [at], keep.to(self.dtype), True)
 
     def copy(self, src, non_blocking=False):
         # functional copy_ (what functionalisation leaves of `out[...] = src`, `zeros_like(x).copy_(x)`):
@@ -1154,8 +1148,7 @@ def store_lowerings() -> dict:
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
             aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put,
-            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc,
-            **{op: grouped_mm for op in map(_overload, ["transformers.grouped_mm_fallback.default"]) if op is not None}}
+            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc}
 
 
 def _covered(g: Graph) -> Counter:

@@ -127,8 +127,29 @@ def defined_names(stmt: ast.stmt) -> set[str]:
     return set()
 
 
+#: what `_used_names` and `_registered` call the operator namespace `torch.ops.<namespace>`
+_OPS = "torch.ops."
+
+
 def _used_names(stmt: ast.stmt) -> set[str]:
-    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    """The names `stmt` reads, and each operator namespace it calls through (`torch.ops.<namespace>`,
+    as `_OPS` + the namespace): importing the library of that name registers its operators."""
+    names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "ops" \
+                and isinstance(n.value.value, ast.Name) and n.value.value.id == "torch":
+            names.add(_OPS + n.attr)
+    return names
+
+
+def _registered(stmt: ast.stmt) -> set[str]:
+    """The operator namespaces an import may register (`_OPS` + its package's name): transformers'
+    `grouped_mm_fallback` exists once `transformers.integrations.moe` is imported, a name no code reads."""
+    if isinstance(stmt, ast.Import):
+        return {_OPS + a.name.split(".")[0] for a in stmt.names}
+    if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+        return {_OPS + stmt.module.split(".")[0]}
+    return set()
 
 
 def _is_main_guard(stmt: ast.stmt) -> bool:
@@ -141,7 +162,7 @@ def extract_standalone(source: str, roots: list[str]) -> str:
     `if __name__ == "__main__":`) are dropped, so building the problem runs nothing else."""
     tree = ast.parse(source)
     stmts = [s for s in tree.body if not _is_main_guard(s)]
-    defines = [defined_names(s) for s in stmts]
+    defines = [defined_names(s) | _registered(s) for s in stmts]
     needed_names = set(roots)
     keep: set[int] = set()
     changed = True

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from drtriton.ops import Operator
-from drtriton.ops.indexing import offsets_source
+from drtriton.ops.indexing import ends_source, offsets_source
 from drtriton.ops.shape import ConcreteContext, ShapeError
 
 MAX_SIZE = 5
@@ -92,6 +92,9 @@ def torch_inputs(case: Case):
         elif slot.domain == "offsets":
             src, axis = slot.index_of
             tensors.append(eval(offsets_source(case.shapes[src][axis], shape), {"torch": torch}))  # noqa: S307
+        elif slot.domain == "ends":
+            src, axis = slot.index_of
+            tensors.append(eval(ends_source(case.shapes[src][axis], shape), {"torch": torch}))  # noqa: S307
         elif slot.domain == "positive":
             tensors.append(torch.rand(tuple(shape)) + 0.5)
         elif slot.domain in ("unit", "probability"):

@@ -20,6 +20,7 @@ CASES = [
     # integer ids as floats, as Mixtral's router counts tokens per expert
     ("torch.histc(i.float(), bins=8, min=0, max=7)", "torch.randint(0, 8, (6, 2))"),
 ]
+# (integer inputs, as the GPU's routers count, are CUDA only: tests/test_verifier_gpu.py)
 
 
 @pytest.mark.parametrize("expr,inputs", CASES, ids=[c[0] for c in CASES])
@@ -41,6 +42,24 @@ def test_the_lowering_matches_torch_histc_exactly_on_many_values():
         assert torch.equal(histc(x, bins, lo, hi), want), (bins, lo, hi)
     const = torch.full((9,), 0.25)  # one value: the range widened by one each way
     assert torch.equal(histc(const, 4), torch.histc(const, 4))
+
+
+def test_integer_bins_divide_exactly_as_cuda_computes_them():
+    # CUDA's histc on integers (transformers' routers on the GPU count expert ids as int32):
+    # min and max truncated to integers, (x - lo) * bins // (hi - lo) in int64, counts in x's
+    # dtype. The CPU has no integer histc; on small integers float32's bins are the same numbers
+    # (tests/gpu checks CUDA's own integer kernel)
+    from drtriton.capture import store_lowerings
+
+    histc = store_lowerings()[torch.ops.aten.histc.default]
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(-20, 60, (5000,), generator=gen, dtype=torch.int32)
+    for bins, lo, hi in [(8, 0, 7), (60, 0, 0), (7, -3, 41), (5, 0.7, 9.9), (13, -2.5, 50)]:
+        got = histc(x, bins, lo, hi)
+        want = torch.histc(x.float(), bins, int(lo), int(hi)) if int(lo) != int(hi) else torch.histc(x.float(), bins)
+        assert got.dtype == torch.int32 and torch.equal(got, want.to(torch.int32)), (bins, lo, hi)
+    # min and max equal once truncated (0.2, 0.7 -> 0, 0): the range comes from the data
+    assert torch.equal(histc(x, 9, 0.2, 0.7), torch.histc(x.float(), 9).to(torch.int32))
 
 
 MOE = '''
@@ -82,6 +101,7 @@ def test_a_mixture_of_experts_grouped_product_runs_in_triton(cpu_verifier):
 
     _, cand = first_candidate(MOE)
     forward = cand.source.split("def forward", 1)[1]
-    assert "grouped_mm" not in forward and "histc" not in forward, cand.plan
+    assert "torch.ops.transformers" not in forward and "histc" not in forward, cand.plan
+    assert any(line.startswith("grouped_mm") and "Triton" in line for line in cand.plan), cand.plan
     verdict = cpu_verifier.verify(from_source(MOE, name="moe"), cand.source, mode="strict")
     assert verdict.correct, verdict.summary

@@ -130,3 +130,27 @@ def test_bad_jsonl_line(tmp_path):
     f.write_text('{"name": "x"}\n')
     with pytest.raises(ProblemError, match="bad.jsonl:1: not a KernelBench row"):
         load_kernelbench(f)
+
+
+def test_an_import_that_registers_the_operators_forward_calls_is_kept():
+    # transformers' grouped_mm_fallback exists once its module is imported; forward calls it as
+    # torch.ops.transformers.<op>, never reading the imported name. Unrelated imports still go.
+    src = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+        import transformers.integrations.moe
+        from transformers.integrations import moe as unused
+        import json
+
+
+        class M(nn.Module):
+            def forward(self, x, w, ends):
+                return torch.ops.transformers.grouped_mm_fallback(x, w, ends)
+
+
+        def get_inputs():
+            return []
+    ''')
+    kept = from_source(src).source
+    assert "import transformers.integrations.moe" in kept and "moe as unused" in kept
+    assert "import json" not in kept

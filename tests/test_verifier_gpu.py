@@ -186,3 +186,57 @@ def test_max_and_min_bounds_keep_nan_on_the_gpu(gpu_verifier, expr):
 
     _, result, _ = convert(gpu_verifier, source(expr, NAN_INPUTS), mode="strict", budget=120)
     assert result.correct, failures(result)
+
+
+MOE_INT_IDS = '''
+import torch
+import torch.nn as nn
+import transformers.integrations.moe  # registers transformers::grouped_mm_fallback
+
+
+class Model(nn.Module):
+    """A mixture-of-experts layer as transformers runs it on the GPU in float32: expert ids
+    counted as int32 by histc (CUDA's integer kernel), ends from a cumsum, one grouped product."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(8, 256, 384) * 0.05)
+
+    def forward(self, x, expert_ids):
+        order = torch.argsort(expert_ids, stable=True)
+        counts = torch.histc(expert_ids.int(), bins=8, min=0, max=7)
+        ends = torch.cumsum(counts, dim=0, dtype=torch.int32)
+        out = torch.ops.transformers.grouped_mm_fallback(x[order], self.weight, ends)
+        return torch.zeros_like(out).index_copy(0, order, out)
+
+
+def get_inputs():
+    return [torch.randn(1000, 256), torch.randint(0, 8, (1000,))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_mixture_of_experts_counts_integer_ids_and_groups_rows_in_triton(gpu_verifier):
+    """histc on int32 ids lowered as CUDA divides (exactly, in int64) and the grouped product as
+    one kernel: every operator in Triton, correct against eager on the GPU."""
+    pytest.importorskip("transformers.integrations.moe")
+    import warnings
+
+    import torch
+
+    from drtriton.capture import capture_module
+    from drtriton.policy.builtin import BuiltinPolicy
+
+    problem = from_source(MOE_INT_IDS, name="moe int ids")
+    ns: dict = {}
+    exec(problem.source, ns)  # noqa: S102 - the test's own module
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
+    cand = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+    assert any(line.startswith("grouped_mm") and "Triton" in line for line in cand.plan), cand.plan
+    v = gpu_verifier.verify(problem, cand.source, mode="strict")
+    assert v.correct, v.summary

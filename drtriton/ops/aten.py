@@ -785,6 +785,17 @@ def _embedding_bag(node, values):
                               "padding_idx": padding if isinstance(padding, int) and padding >= 0 else None}
 
 
+def _grouped_mm(node, values):
+    """transformers' grouped_mm_fallback (mixture-of-experts layers in float32): (M, K) rows sorted by
+    expert, (E, K, N) weights, (E,) cumulative row counts."""
+    a = _args(node, ["input", "weight", "offs"])
+    if not all(_is_tensor(a[k]) for k in ("input", "weight", "offs")):
+        return None
+    if [len(_shape(values, a[k])) for k in ("input", "weight", "offs")] != [2, 3, 1]:
+        return None
+    return "grouped_mm", {}
+
+
 # -- the store side: scatter and index_put (drtriton.policy.emit.scatter) ----------------------
 
 #: scatter_reduce's names for its reductions, and scatter(reduce=...)'s older ones
@@ -914,6 +925,7 @@ MATCHERS: dict[str, Callable] = {
     "aten.embedding.default": _embedding,
     "aten.segment_reduce.default": _segment_reduce, "aten._embedding_bag.default": _embedding_bag,
     "aten._embedding_bag_forward_only.default": _embedding_bag,
+    "transformers.grouped_mm_fallback.default": _grouped_mm,
     "aten.constant_pad_nd.default": _constant_pad,
     "aten.index.Tensor": _advanced_index, "aten._unsafe_index.Tensor": _advanced_index,
     "aten.scatter.src": _scatter, "aten.scatter.value": _scatter, "aten.scatter.reduce": _scatter,

@@ -221,6 +221,13 @@ def offsets_source(count, shape, end: bool = True, lengths: bool = False) -> str
     return f"torch.diff({offsets})" if lengths else offsets
 
 
+def ends_source(count, shape) -> str:
+    """A PyTorch expression drawing valid group ends over `count` rows (a number or an
+    expression), `shape` the ends' shape: sorted, each from 0 to `count` (empty groups and rows
+    past the last end included: grouped_mm's `offs`)."""
+    return f"torch.randint(0, {count} + 1, {tuple(shape)}).sort(-1).values"
+
+
 def _op(name, slots, rule, torch_template, description, attrs, fns, methods=(), value_range=None, same_rank=False,
         out_dtype="float32"):
     return Operator(name=name, category="indexing", slots=slots, rule=rule, torch_template=torch_template,

@@ -1,4 +1,5 @@
-"""Matrix products: matmul (batched, broadcasting), bmm, linear (nn.Linear) and attention.
+"""Matrix products: matmul (batched, broadcasting), bmm, linear (nn.Linear), the grouped product of
+mixtures of experts, and attention.
 
 FLOPs: 2 per multiply-accumulate; linear adds one per output element for the bias; attention
 counts both products plus 5 per score for the softmax (6 with a mask).
@@ -69,6 +70,24 @@ def _linear_rule(ctx, dims, attrs):
 def _linear_module(attrs, shapes):
     return ModuleCall("nn.Linear", (("in_features", shapes[0][-1]), ("out_features", attrs["out_features"])),
                       (("bias", attrs.get("bias", True)),))
+
+
+def _grouped_mm_rule(ctx, dims, attrs):
+    """(M, K) rows sorted by group, (G, K, N) weights, (G,) group ends -> (M, N)."""
+    x, w, ends = dims
+    if len(x) != 2 or len(w) != 3 or len(ends) != 1:
+        raise ShapeError("grouped_mm takes (M, K) rows, (G, K, N) weights and (G,) group ends")
+    ctx.require(x[1] == w[1], "grouped_mm: inner dimensions differ")
+    ctx.require(ends[0] == w[0], "grouped_mm: one end per group's weights")
+    return [x[0], w[2]], 2 * ctx.mul(x[0], x[1], w[2])
+
+
+#: grouped_mm in plain PyTorch, for the property tests (every row through every group's weights,
+#: its own group's product kept: the rows from the previous end up to its end; rows past the last
+#: end are 0). transformers' own operator is what captured code calls.
+_GROUPED_MM = ("torch.where(((torch.arange({x}.shape[0], device={x}.device) >= torch.cat([{z}.new_zeros(1), "
+               "{z}[:-1]])[:, None]) & (torch.arange({x}.shape[0], device={x}.device) < "
+               "{z}.view({y}.shape[0])[:, None]))[..., None], torch.matmul({x}, {y}), 0.0).sum(0)")
 
 
 def _sdpa_rule(ctx, dims, attrs):
@@ -156,6 +175,13 @@ OPERATORS = (
         attrs=(Choice("bias", (True, True, True, False)),),
         params=(Param("out_features", "output features", test_range=(1, 6)),),
         module=_linear_module, torch_functions=(_F + "linear",), module_types=("torch.nn.Linear",),
+    ),
+    Operator(
+        name="grouped_mm", category="matmul",
+        description="rows sorted by group through their group's weights (the experts of a mixture: "
+                    "transformers' grouped_mm_fallback); group g's rows end at ends[g], later rows are 0",
+        slots=(Slot("input", (2,)), Slot("weight", (3,)), Slot("ends", (1,), domain="ends", index_of=(0, 0))),
+        rule=_grouped_mm_rule, torch_template=_GROUPED_MM, drawn=False,
     ),
     Operator(
         name="scaled_dot_product_attention", category="matmul",

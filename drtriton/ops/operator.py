@@ -33,11 +33,12 @@ ANY_RANK: tuple[int, ...] = (0, 1, 2, 3, 4, 5)
 #: and no other value ever (ndtri's argument: open (0, 1); not drawn either); integer: torch.randint
 #: of both signs, int64 (the bitwise operators; not drawn); offsets: where each segment of the
 #: slot `index_of` names starts, sorted, from 0 to that size (segment_reduce; never fed by another
-#: operator, as index).
+#: operator, as index); ends: where each group of the slot `index_of` names ends, sorted, each
+#: from 0 to that size (grouped_mm: rows past the last end belong to no group; never fed either).
 DOMAINS: tuple[str, ...] = ("real", "positive", "unit", "index", "mask", "above_one", "probability", "integer",
-                            "offsets")
+                            "offsets", "ends")
 #: domains whose tensors are drawn fresh for their slot, never another operator's result
-FRESH_ONLY: tuple[str, ...] = ("index", "offsets")
+FRESH_ONLY: tuple[str, ...] = ("index", "offsets", "ends")
 
 RuleFn = Callable[[ShapeContext, list, Mapping[str, Any]], tuple[list, Dim]]
 Template = Union[str, Callable[[Mapping[str, Any]], str]]

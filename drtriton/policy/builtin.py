@@ -18,8 +18,8 @@ from ..ops.linalg import ATTENTION
 from ..problem import Problem
 from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported, bound_tuning, sizes_follow_data
-from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, loss, matmul, norms, pool,
-                   pytorch, recurrent, rows, scan, scatter, segment, sort)
+from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, grouped, loss, matmul, norms,
+                   pool, pytorch, recurrent, rows, scan, scatter, segment, sort)
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -42,7 +42,7 @@ class _ByOp:
 
 EMITTERS = {
     "pointwise": elementwise,
-    "matmul": _ByOp(matmul, **dict.fromkeys(ATTENTION, attention)),
+    "matmul": _ByOp(matmul, grouped_mm=grouped, **dict.fromkeys(ATTENTION, attention)),
     "reduction": rows,
     "softmax": rows,
     "norm": _ByOp(norms, batch_norm=batchnorm),

@@ -13,8 +13,9 @@ import copy
 import re
 from dataclasses import dataclass
 
-from ..capture import Graph, Node, Value, renamed_refs
-from ..ops.indexing import offsets_source, segments_of
+from .. import ops
+from ..capture import LIBRARY_OPERATORS, Graph, Node, Value, renamed_refs
+from ..ops.indexing import ends_source, offsets_source, segments_of
 from ..problem import Problem, from_source
 from .emit import pytorch
 from .program import Fragment, Program
@@ -54,18 +55,33 @@ def _draw(v: Value, fqn: str | None) -> str:
     return f"torch.randn({shape})"
 
 
-def _segment_draws(program: Program, nodes: list[Node]) -> dict[str, str]:
-    """Draws for the bounds of the segment reductions among `nodes`: valid ones (sorted offsets
-    over the element count, or lengths summing to it)."""
+def _bound_draws(program: Program, nodes: list[Node]) -> dict[str, str]:
+    """Draws for the bounds among `nodes`' inputs that random integers would make invalid: a
+    segment reduction's (sorted offsets over the element count, or lengths summing to it) and the
+    group ends of a slot in the `ends` domain (sorted, each up to the rows of the slot it groups)."""
     draws = {}
     for n in nodes:
-        if n.op != "segment_reduce":
-            continue
-        seg = segments_of(n)
-        count = program.values[seg.indices].shape[0] if seg.indices else program.values[seg.data].shape[n.attrs["axis"]]
-        shape = program.values[seg.bounds].shape
-        draws[seg.bounds] = offsets_source(count, shape, end=n.attrs["offsets_end"], lengths=seg.lengths is not None)
+        if n.op == "segment_reduce":
+            seg = segments_of(n)
+            count = (program.values[seg.indices].shape[0] if seg.indices
+                     else program.values[seg.data].shape[n.attrs["axis"]])
+            shape = program.values[seg.bounds].shape
+            draws[seg.bounds] = offsets_source(count, shape, end=n.attrs["offsets_end"], lengths=seg.lengths is not None)
+        elif n.op is not None:
+            ins = program.inputs_of(n)
+            for slot, v in zip(ops.get(n.op).slots, ins):
+                if slot.domain == "ends":
+                    src, axis = slot.index_of
+                    draws[v] = ends_source(program.values[ins[src]].shape[axis], program.values[v].shape)
     return draws
+
+
+def _library_imports(nodes: list[Node]) -> list[str]:
+    """Imports that register the other libraries' operators among `nodes` (capture.LIBRARY_OPERATORS):
+    a fragment's problem runs in a process that has not loaded them."""
+    modules = {LIBRARY_OPERATORS[n.target] for n in nodes if n.target in LIBRARY_OPERATORS}
+    return [f"import {m}  # registers {', '.join(sorted(t for t, mm in LIBRARY_OPERATORS.items() if mm == m))}"
+            for m in sorted(modules)]
 
 
 def fragment_task(program: Program, frag: Fragment, parent: Problem) -> FragmentTask:
@@ -104,11 +120,12 @@ def fragment_task(program: Program, frag: Fragment, parent: Problem) -> Fragment
     body = pytorch.emit(sub, Fragment(nodes, None, "torch")).lines
     ret = ", ".join(sub.expr(o) for o in outputs)
     args = ", ".join(["self"] + [names[v] for v in externals])
-    special = _segment_draws(program, members)
+    special = _bound_draws(program, members)
     draws = ", ".join(special.get(v) or _draw(program.values[v], program.values[v].fqn) for v in externals)
     source = "\n".join([
         "import torch",
         "import torch.nn as nn",
+        *_library_imports(members),
         "",
         "",
         "class Model(nn.Module):",

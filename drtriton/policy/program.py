@@ -251,18 +251,16 @@ class Program:
     def _late_inputs(self, node: Node, frag: Fragment, owner: dict[str, Fragment],
                      frags: list[Fragment]) -> list[Fragment] | None:
         """The fragments after `frag` computing `node`'s other inputs, each of which can run
-        before `frag` instead: it reads only what fragments before `frag` compute (a
-        parameter's `1 + w`, which Gemma computes after its norm). None where one cannot."""
+        before `frag` instead: it reads only what fragments before `frag` compute, or fragments
+        after it that can move too (a parameter's `1 + w`, which Gemma computes after its norm;
+        `route[:, None]`, a view of a view). Dependencies come first. None where one cannot."""
         where = {id(f): i for i, f in enumerate(frags)}  # (by identity: fragments compare by content)
         inside, at = {n.name for n in frag.nodes}, where[id(frag)]
         late: list[Fragment] = []
-        for name in self.reads(node):
-            prod = self.producer.get(name)
-            other = owner.get(prod.name) if prod is not None and prod.name not in inside else None
-            if other is None or where[id(other)] < at:
-                continue
+
+        def movable(other: Fragment) -> bool:
             if other.kind == "torch":
-                return None
+                return False
             # what it reads, sizes its recomputed index arithmetic reads included
             reads = [v for n in other.nodes for v in self.reads(n)]
             reads += [v for n in self.recomputed_for(other.nodes) for v in self.inputs_of(n)]
@@ -270,10 +268,22 @@ class Program:
                 q = self.producer.get(v)
                 if q is None or q.name in self.recomputed or owner.get(q.name) is other:
                     continue
-                if owner.get(q.name) is None or where[id(owner[q.name])] >= at:
-                    return None
+                earlier = owner.get(q.name)
+                if earlier is None or earlier is frag:
+                    return False
+                if where[id(earlier)] > at and all(f is not earlier for f in late) and not movable(earlier):
+                    return False
             if all(f is not other for f in late):
                 late.append(other)
+            return True
+
+        for name in self.reads(node):
+            prod = self.producer.get(name)
+            other = owner.get(prod.name) if prod is not None and prod.name not in inside else None
+            if other is None or where[id(other)] < at or any(f is other for f in late):
+                continue
+            if not movable(other):
+                return None
         return late
 
     def _siblings(self, node: Node, target: Fragment, owner: dict[str, Fragment]) -> list[Fragment]:

@@ -28,7 +28,7 @@ is the output (every operator contributes to it by construction).
 
 from __future__ import annotations
 
-from drtriton.ops.indexing import offsets_source
+from drtriton.ops.indexing import ends_source, offsets_source
 from drtriton.ops.layout import FLATTEN, INTO_DOMAIN, TO_FLOAT, unsqueeze_expr
 from drtriton.training.synth.solve import Solution
 from drtriton.training.synth.structure import Graph, Use
@@ -60,10 +60,11 @@ def _input_expr(graph: Graph, solution: Solution, tensor_id: int, shape_name: st
         src, axis = node.op.slots[[u.tensor for u in node.uses].index(tensor_id)].index_of
         classes = solution.adapted[node.index][src][axis]
         return f"torch.randint(0, {classes}, {shape_name})"
-    if tensor.domain == "offsets":  # sorted bounds over the rows of the slot they segment
+    if tensor.domain in ("offsets", "ends"):  # sorted bounds over the rows of the slot they segment
         node = graph.ops[tensor.consumer]
         src, axis = node.op.slots[[u.tensor for u in node.uses].index(tensor_id)].index_of
-        return offsets_source(solution.adapted[node.index][src][axis], solution.shapes[tensor_id])
+        draw = offsets_source if tensor.domain == "offsets" else ends_source
+        return draw(solution.adapted[node.index][src][axis], solution.shapes[tensor_id])
     if tensor.domain in ("unit", "probability"):
         return f"torch.rand({shape_name})"
     if tensor.domain == "mask":

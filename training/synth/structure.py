@@ -29,9 +29,11 @@ from drtriton.training.synth.config import Knobs
 #: Value ranges of fresh inputs by domain.
 INPUT_RANGES: dict[str, Range] = {"real": UNBOUNDED, "positive": (0.5, 1.5), "unit": UNIT, "index": (0.0, float("inf")),
                                   "mask": UNIT, "above_one": (1.0, 2.0), "probability": UNIT,
-                                  "integer": (-64.0, 64.0), "offsets": (0.0, float("inf"))}
+                                  "integer": (-64.0, 64.0), "offsets": (0.0, float("inf")),
+                                  "ends": (0.0, float("inf"))}
 #: dtypes of fresh inputs by domain (float32 otherwise)
-INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool", "integer": "int64", "offsets": "int64"}
+INPUT_DTYPES: dict[str, str] = {"index": "int64", "mask": "bool", "integer": "int64", "offsets": "int64",
+                                "ends": "int64"}
 #: Relative weights of ranks for new inputs (rank 0 is rare but legal).
 RANK_WEIGHTS = {0: 0.2, 1: 1.0, 2: 3.0, 3: 3.0, 4: 3.0, 5: 1.5}
 

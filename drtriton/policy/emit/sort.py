@@ -18,9 +18,13 @@ by index, as PyTorch. Padding is the largest key. The index is unpacked from the
 the value read back from X at it (exact, the sign of a zero kept). fp16 and bf16 go through
 fp32 (exact); int8/int16/int32/uint8 as int32. int64 values do not fit beside an index: sorted
 directly when the indices are not used (values only, order among equal values irrelevant), else
-each replaced by its rank in the row (how many elements are below it, counted against the row
-reloaded a chunk at a time: R^2 comparisons, as a mixture of experts' routing sorts a few
-thousand expert ids); float64 is Unsupported.
+keyed by the values where a row's all fit in int32 (a mixture of experts' routing sorts a few
+thousand expert ids: checked in the kernel), each replaced by its rank in the row otherwise (how
+many elements are below it, counted against the row reloaded a chunk at a time: R^2
+comparisons, 1.9 ms for 4096 elements on an H200); float64 is Unsupported.
+
+Rows longer than one program sorts (MAX_ROW, 512 under the interpreter) go in chunks for sort and
+topk (`_emit_long`); the other selections are Unsupported there.
 
 mode: the length of the run of equal values ending at each sorted position, by an associative
 scan; the first position reaching the longest run is the smallest of the most frequent values
@@ -38,8 +42,11 @@ from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, empty
 
 OPS = {"sort", "topk", "kthvalue", "median", "nanmedian", "mode"}
-#: the longest row one program sorts (registers: an int64 key per element)
+#: the longest row one program sorts (registers: an int64 key per element); longer rows of sort
+#: and topk go in chunks of this many (`_emit_long`)
 MAX_ROW = 4096
+#: the same under the Triton interpreter, which sorts a long vector slowly (tests stay short)
+INTERPRETED_ROW = 512
 _FLOATS = {"torch.float32", "torch.float16", "torch.bfloat16"}
 _SMALL_INTS = {"torch.int32", "torch.int16", "torch.int8", "torch.uint8"}
 _INT64_MAX = "0x7FFFFFFFFFFFFFFF"
@@ -63,18 +70,31 @@ def _used(program: Program, frag: Fragment, value: str) -> bool:
     return value in program.values and program.used_outside(value, {n.name for n in frag.nodes})
 
 
-def _keys(dtype: str, descending: bool) -> list[str]:
+def _keys(dtype: str, descending: bool, part: bool = False) -> list[str]:
     """Kernel lines from the loaded row `xv` (masked by `mask`, positions `r`) to the int64 keys
-    `key` (value order, then index; padding last)."""
+    `key` (value order, then index; padding last). `part`: `xv` is one chunk of a longer row (keys
+    of all chunks must compare, so what decides them is read from the whole row)."""
     if dtype == "torch.int64":
         # 64-bit values do not fit beside an index: each is replaced by its rank, the number of
-        # elements of the row below it (equal values, equal ranks), counted CHUNK at a time
-        lines = ["v = tl.zeros((BLOCK,), tl.int32)",
-                 "for j0 in range(0, R, CHUNK):",
-                 "    j = j0 + tl.arange(0, CHUNK)",
-                 "    xj = tl.load(x_ptr + o * R * I + j.to(tl.int64) * I + i, mask=j < R)",
-                 "    below = (xj[None, :] < xv[:, None]) & (j < R)[None, :]",
-                 "    v += tl.sum(below.to(tl.int32), axis=1)"]
+        # elements of the row below it (equal values, equal ranks), counted CHUNK at a time; a row
+        # whose values all fit in int32 (expert ids, class labels) is keyed by the values themselves
+        lines = ["lo = tl.min(tl.where(mask, xv, 0))",
+                 "hi = tl.max(tl.where(mask, xv, 0))"]
+        if part:
+            lines += ["for j0 in range(0, R, BLOCK):  # the whole row's extremes",
+                      "    j = j0 + tl.arange(0, BLOCK)",
+                      "    xj = tl.load(x_ptr + o * R * I + j.to(tl.int64) * I + i, mask=j < R, other=0)",
+                      "    lo = tl.minimum(lo, tl.min(xj))",
+                      "    hi = tl.maximum(hi, tl.max(xj))"]
+        lines += ["if (lo >= -2147483648) & (hi <= 2147483647):",
+                 "    v = xv.to(tl.int32)",
+                 "else:",
+                 "    v = tl.zeros((BLOCK,), tl.int32)",
+                 "    for j0 in range(0, R, CHUNK):",
+                 "        j = j0 + tl.arange(0, CHUNK)",
+                 "        xj = tl.load(x_ptr + o * R * I + j.to(tl.int64) * I + i, mask=j < R)",
+                 "        below = (xj[None, :] < xv[:, None]) & (j < R)[None, :]",
+                 "        v += tl.sum(below.to(tl.int32), axis=1)"]
     elif dtype in _FLOATS:
         lines = ["xf = xv.to(tl.float32)",
                  "bits = xf.to(tl.int32, bitcast=True)",
@@ -106,8 +126,9 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     R = 1
     for s in (xs if flat else xs[axis:axis + 1]):
         R *= s
-    if R > MAX_ROW:
-        raise Unsupported(f"{op} along {R} elements: one program sorts at most {MAX_ROW}")
+    longest = MAX_ROW if device == "cuda" else INTERPRETED_ROW
+    if R > longest and op not in ("sort", "topk"):
+        raise Unsupported(f"{op} along {R} elements: one program sorts at most {longest}")
     values_out, index_out = node.outputs[0], (node.outputs[1] if len(node.outputs) > 1 else None)
     store_v = _used(program, frag, values_out)
     store_i = index_out is not None and _used(program, frag, index_out)
@@ -119,6 +140,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if dtype not in _FLOATS | _SMALL_INTS | {"torch.int64"}:
         raise Unsupported(f"a {dtype} {op}")
 
+    if R > longest:
+        return _emit_long(program, frag, names, flat, axis, store_v, store_i, device)
     if op == "sort":
         descending, length, what = attrs["descending"], "R", "the sorted row"
     elif op == "topk":
@@ -189,9 +212,24 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         *(f"    {line}" for line in body),
     ])
 
-    # launcher
-    xe = program.expr(x)
-    lines = [f"# {frag.label}: Triton, a row sort per program"]
+    lines, args = _launch_outputs(program, frag, flat, axis, store_v, store_i, "a row sort per program")
+    args += ["_R", "_I"] + ([str(attrs["k"])] if op in ("topk", "kthvalue") else [])
+    warps = 4 if R <= 1024 else 8
+    # a rank count compares a [BLOCK, CHUNK] tile: at most 16384 pairs at a time
+    chunk = ", CHUNK=max(16384 // max(_next_pow2(_R), 2), 1)" if ranked else ""
+    lines += ["if _O * _R * _I:",
+              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(_next_pow2(_R), 2){chunk}, num_warps={warps})"]
+    return Emitted(([_RUNS] if op == "mode" else []) + [kernel], lines)
+
+
+def _launch_outputs(program: Program, frag: Fragment, flat: bool, axis: int, store_v: bool, store_i: bool,
+                    how: str) -> tuple[list[str], list[str]]:
+    """Forward lines viewing the input as (_O, _R, _I) and allocating the stored outputs; the
+    kernel arguments so far (the input, then the outputs)."""
+    node, op, attrs = frag.anchor, frag.anchor.op, frag.anchor.attrs
+    values_out, index_out = node.outputs[0], (node.outputs[1] if len(node.outputs) > 1 else None)
+    xe = program.expr(program.inputs_of(node)[0])
+    lines = [f"# {frag.label}: Triton, {how}"]
     if flat:
         lines += [f"_x = {xe}.contiguous().view(-1)", "_xs = _x.shape", "_O, _R, _I = 1, _xs[0], 1"]
         shape = "()"  # 0-d results (a 0-d input keeps its 0-d shape)
@@ -215,10 +253,79 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         ix = program.expr(index_out)
         lines.append(f"{ix} = {empty(shape, len(program.values[index_out].shape), '_x.device', 'torch.int64')}")
         args.append(ix)
-    args += ["_R", "_I"] + ([str(attrs["k"])] if op in ("topk", "kthvalue") else [])
-    warps = 4 if R <= 1024 else 8
-    # a rank count compares a [BLOCK, CHUNK] tile: at most 16384 pairs at a time
-    chunk = ", CHUNK=max(16384 // max(_next_pow2(_R), 2), 1)" if ranked else ""
+    return lines, args
+
+
+def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis: int, store_v: bool,
+               store_i: bool, device: str) -> Emitted:
+    """sort and topk along rows longer than one program sorts (a vocabulary's logits, a mixture of
+    experts' ids for thousands of tokens), in chunks of MAX_ROW elements and two kernels. The first
+    sorts each chunk's keys (`_keys`: distinct, so an element's place in the sorted row is the
+    number of keys below its own) into a workspace; the second counts, for each key of a chunk, the
+    keys below it in every chunk (a binary search in each sorted chunk, its own included) and
+    stores the element at that place (sort), or there if it is among the first k (topk). Off the GPU
+    the chunks are `INTERPRETED_ROW` long."""
+    node, op, attrs = frag.anchor, frag.anchor.op, frag.anchor.attrs
+    x = program.inputs_of(node)[0]
+    dtype = program.values[x].dtype
+    descending = attrs["descending"] if op == "sort" else attrs["largest"]
+    name = names.kernel(frag.label)
+    ranked = dtype == "torch.int64"
+    block = MAX_ROW if device == "cuda" else INTERPRETED_ROW
+    row = ["pid = tl.program_id(0).to(tl.int64)",
+           "c = tl.program_id(1)",
+           "o = pid // I",
+           "i = pid % I",
+           "ws_row = ws_ptr + pid * tl.num_programs(1) * BLOCK"]
+    sort_chunk = "\n".join([
+        "@triton.jit",
+        f"def {name}_chunks(x_ptr, ws_ptr, R, I, BLOCK: tl.constexpr{', CHUNK: tl.constexpr' if ranked else ''}):",
+        f"    # {op} of long rows, step 1: a program per (row, chunk of BLOCK elements) sorts the chunk's keys",
+        *(f"    {line}" for line in row),
+        "    r = c * BLOCK + tl.arange(0, BLOCK)  # positions in the row",
+        "    mask = r < R",
+        "    xv = tl.load(x_ptr + o * R * I + r.to(tl.int64) * I + i, mask=mask)",
+        *(f"    {line}" for line in _keys(dtype, descending, part=True)),
+        "    tl.store(ws_row + c * BLOCK + tl.arange(0, BLOCK), key)",
+    ])
+    length = "R" if op == "sort" else "K"
+    outs = (["v_out"] if store_v else []) + (["i_out"] if store_i else [])
+    place = "\n".join([
+        "@triton.jit",
+        f"def {name}_place(x_ptr, ws_ptr, {''.join(o + ', ' for o in outs)}R, I, K, BLOCK: tl.constexpr, "
+        "STEPS: tl.constexpr):",
+        f"    # {op} of long rows, step 2: a key's place in the row is the count of keys below it in every",
+        "    # sorted chunk, found by binary search (in its own chunk, that is its position there)",
+        *(f"    {line}" for line in row),
+        "    key = tl.load(ws_row + c * BLOCK + tl.arange(0, BLOCK))",
+        "    at = tl.zeros((BLOCK,), tl.int64)",
+        "    for d in range(0, tl.num_programs(1)):",
+        "        lo = tl.zeros((BLOCK,), tl.int32)",
+        "        hi = tl.full((BLOCK,), BLOCK, tl.int32)",
+        "        for _ in tl.static_range(STEPS):",
+        "            active = lo < hi",
+        "            mid = (lo + hi) // 2",
+        f"            probe = tl.load(ws_row + d * BLOCK + mid, mask=active, other={_INT64_MAX})",
+        "            below = probe < key",
+        "            lo = tl.where(active & below, mid + 1, lo)",
+        "            hi = tl.where(active & ~below, mid, hi)",
+        "        at += lo",
+        f"    keep = (key != {_INT64_MAX}) & (at < {length})  # padding is stored nowhere",
+        "    idx = key - ((key >> 32) << 32)  # the low 32 bits: the element's index in the row",
+        f"    out = o * {length} * I + at * I + i",
+        *(["    val = tl.load(x_ptr + o * R * I + idx * I + i, mask=keep)", "    tl.store(v_out + out, val, mask=keep)"]
+          if store_v else []),
+        *(["    tl.store(i_out + out, idx, mask=keep)"] if store_i else []),
+    ])
+    lines, args = _launch_outputs(program, frag, flat, axis, store_v, store_i,
+                                  f"rows in chunks of {block}: each chunk sorted, then each element placed")
+    k = str(attrs["k"]) if op == "topk" else "_R"
+    chunk = f", CHUNK={max(16384 // block, 1)}" if ranked else ""  # a rank count's tile: 16384 pairs
+    steps = block.bit_length()  # a binary search over BLOCK sorted keys: log2(BLOCK) + 1 halvings
     lines += ["if _O * _R * _I:",
-              f"    {name}[(_O * _I,)]({', '.join(args)}, BLOCK=max(_next_pow2(_R), 2){chunk}, num_warps={warps})"]
-    return Emitted(([_RUNS] if op == "mode" else []) + [kernel], lines)
+              f"    _C = _cdiv(_R, {block})",
+              f"    _ws = torch.empty(_O * _I, _C * {block}, device=_x.device, dtype=torch.int64)",
+              f"    {name}_chunks[(_O * _I, _C)](_x, _ws, _R, _I, BLOCK={block}{chunk}, num_warps=8)",
+              f"    {name}_place[(_O * _I, _C)](_x, _ws, {''.join(a + ', ' for a in args[1:])}_R, _I, {k}, "
+              f"BLOCK={block}, STEPS={steps}, num_warps=8)"]
+    return Emitted([sort_chunk, place], lines)
