@@ -561,3 +561,62 @@ def test_launches_may_follow_data_dependent_sizes_but_not_the_call_count():
     assert any("launches compared by kernel" in f for f in honest.flags), honest.flags
     assert not alternating.correct
     assert "launches changed between calls" in " ".join(alternating.reasons), alternating.reasons
+
+
+ROUTER = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A router's choice between two scores that tie to within an fp32 ulp, and one between two
+    far apart; no float64 kernel, as CUDA's grouped_mm (a mixture of experts' reference)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([3.0, 1.0 + 2.0 ** -23, 1.0, 0.5]))
+
+    def forward(self, ids):
+        if self.w.dtype == torch.float64:
+            raise RuntimeError("no float64 kernel")
+        tie = (self.w[1:3].argmax() == 0).float()
+        clear = (self.w[[0, 3]].argmax() == 0).float()
+        return torch.stack([tie, clear]) * ids.float().sum()
+
+
+def get_inputs():
+    return [torch.randint(1, 5, (3,))]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_without_a_float64_run_a_choice_a_few_ulps_of_the_weights_decide_is_judged_by_fp32_runs(tmp_path):
+    """Token ids cannot be moved and the reference has no float64 run: the arbiter moves the
+    parameters instead and runs the reference in its own fp32. A flipped near tie is excused (a
+    few ulps of the weights flip it too); a flipped clear choice is not."""
+    from drtriton.problem import from_source
+    from drtriton.verify.compare import compare
+    from drtriton.verify.verdict import Tolerance
+    from drtriton.verify.worker.harness import NO_FLOAT64, ReferenceHarness
+
+    harness = ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    reply = harness.op_prepare({"key": "r", "problem": from_source(ROUTER, name="r").to_dict(),
+                                "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+    assert reply["ok"], reply
+    exact, why = harness._exact_outputs("r", 3, 1)
+    assert exact is None and why.startswith(NO_FLOAT64), why
+    (ref,), _ = harness._exact_outputs("r", 3, 1, double=False)
+    moved = [harness._exact_outputs("r", 3, 1, perturb=k, double=False)[0][0] for k in (1, 2, 3, 4)]
+    assert any(m[0] != ref[0] for m in moved) and all(m[1] == ref[1] for m in moved)  # the weights moved
+    tol = Tolerance.for_dtype("torch.float32")
+    for flipped, excused in ((0, True), (1, False)):
+        out = ref.clone()
+        out[flipped] = 0.0
+        first = compare(out, ref, tol)
+        assert not first.passed
+        (judged,) = harness._arbitrate("r", 3, [out], [ref], [tol], [first], [0])
+        assert judged.passed is excused, judged.note
+        assert "the fp32 reference and its runs a few ulps away" in judged.note, judged.note

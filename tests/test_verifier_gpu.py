@@ -240,3 +240,38 @@ def test_a_mixture_of_experts_counts_integer_ids_and_groups_rows_in_triton(gpu_v
     assert any(line.startswith("grouped_mm") and "Triton" in line for line in cand.plan), cand.plan
     v = gpu_verifier.verify(problem, cand.source, mode="strict")
     assert v.correct, v.summary
+
+
+LONG_SORTS = {
+    # a mixture of experts' routing ids for 2048 tokens, top 8: 16384 int64 ids in four chunks
+    "argsort of expert ids": ("torch.argsort(x.reshape(-1), stable=True)", "torch.randint(0, 64, (2048, 8))"),
+    # top-p sampling's descending sort of a vocabulary, with the ids
+    "vocabulary sort": ("torch.sort(x, dim=-1, descending=True, stable=True)", "torch.randn(8, 32000)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LONG_SORTS))
+def test_sorts_of_long_rows_go_in_chunks_and_match_pytorch(gpu_verifier, name):
+    """Rows longer than one program sorts (4096 on the GPU): each chunk sorted, each element
+    placed by binary search in every chunk; values and indices as PyTorch's stable sort."""
+    import warnings
+
+    import torch
+
+    from drtriton.capture import capture_module
+    from drtriton.policy.builtin import BuiltinPolicy
+
+    expr, inputs = LONG_SORTS[name]
+    src = (f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+           f"        return {expr}\n\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n"
+           "    return []\n")
+    problem = from_source(src, name=name)
+    ns: dict = {}
+    exec(problem.source, ns)  # noqa: S102 - the test's own module
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
+    cand = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+    assert "_place[" in cand.source, cand.plan
+    v = gpu_verifier.verify(problem, cand.source, mode="strict")
+    assert v.correct, v.summary

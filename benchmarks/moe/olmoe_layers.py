@@ -1,4 +1,5 @@
-"""Two OLMoE decoder layers at a GPU size (64 experts, 8 per token, 512 tokens: the 4096 expert ids are the most one program sorts), random weights,
+"""Two OLMoE decoder layers at a GPU size (64 experts, 8 per token, 2048 tokens:
+16384 expert ids sorted in chunks), random weights,
 transformers' own OlmoeModel in float32: many small experts, the shape grouped products serve."""
 import torch
 import torch.nn as nn
@@ -19,7 +20,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randint(2, 1024, (2, 256))]
+    return [torch.randint(2, 1024, (4, 512))]
 
 
 def get_init_inputs():

@@ -182,6 +182,7 @@ OPERATORS = (
                     "transformers' grouped_mm_fallback); group g's rows end at ends[g], later rows are 0",
         slots=(Slot("input", (2,)), Slot("weight", (3,)), Slot("ends", (1,), domain="ends", index_of=(0, 0))),
         rule=_grouped_mm_rule, torch_template=_GROUPED_MM, drawn=False,
+        torch_functions=("transformers.integrations.moe._grouped_mm_fallback",),  # the op is made of it
     ),
     Operator(
         name="scaled_dot_product_attention", category="matmul",

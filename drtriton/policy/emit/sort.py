@@ -39,7 +39,7 @@ there is none), as PyTorch.
 from __future__ import annotations
 
 from ..program import Fragment, Program
-from . import Emitted, Names, Unsupported, empty
+from . import Emitted, Names, Unsupported, empty, pow2
 
 OPS = {"sort", "topk", "kthvalue", "median", "nanmedian", "mode"}
 #: the longest row one program sorts (registers: an int64 key per element); longer rows of sort
@@ -263,7 +263,8 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
     sorts each chunk's keys (`_keys`: distinct, so an element's place in the sorted row is the
     number of keys below its own) into a workspace; the second counts, for each key of a chunk, the
     keys below it in every chunk (a binary search in each sorted chunk, its own included) and
-    stores the element at that place (sort), or there if it is among the first k (topk). Off the GPU
+    stores the element at that place (sort), or there if it is among the first k (topk: only a
+    chunk's first k keys can be, so only those are placed and searched, SPAN of them). Off the GPU
     the chunks are `INTERPRETED_ROW` long."""
     node, op, attrs = frag.anchor, frag.anchor.op, frag.anchor.attrs
     x = program.inputs_of(node)[0]
@@ -293,15 +294,15 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
     place = "\n".join([
         "@triton.jit",
         f"def {name}_place(x_ptr, ws_ptr, {''.join(o + ', ' for o in outs)}R, I, K, BLOCK: tl.constexpr, "
-        "STEPS: tl.constexpr):",
+        "SPAN: tl.constexpr, STEPS: tl.constexpr):",
         f"    # {op} of long rows, step 2: a key's place in the row is the count of keys below it in every",
         "    # sorted chunk, found by binary search (in its own chunk, that is its position there)",
         *(f"    {line}" for line in row),
-        "    key = tl.load(ws_row + c * BLOCK + tl.arange(0, BLOCK))",
-        "    at = tl.zeros((BLOCK,), tl.int64)",
-        "    for d in range(0, tl.num_programs(1)):",
-        "        lo = tl.zeros((BLOCK,), tl.int32)",
-        "        hi = tl.full((BLOCK,), BLOCK, tl.int32)",
+        "    key = tl.load(ws_row + c * BLOCK + tl.arange(0, SPAN))",
+        "    at = tl.zeros((SPAN,), tl.int64)",
+        "    for d in range(0, tl.num_programs(1)):  # (a count of SPAN or more is past the first K anyway)",
+        "        lo = tl.zeros((SPAN,), tl.int32)",
+        "        hi = tl.full((SPAN,), SPAN, tl.int32)",
         "        for _ in tl.static_range(STEPS):",
         "            active = lo < hi",
         "            mid = (lo + hi) // 2",
@@ -321,11 +322,12 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
                                   f"rows in chunks of {block}: each chunk sorted, then each element placed")
     k = str(attrs["k"]) if op == "topk" else "_R"
     chunk = f", CHUNK={max(16384 // block, 1)}" if ranked else ""  # a rank count's tile: 16384 pairs
-    steps = block.bit_length()  # a binary search over BLOCK sorted keys: log2(BLOCK) + 1 halvings
+    span = block if op == "sort" else min(block, pow2(attrs["k"]))
+    steps = span.bit_length()  # a binary search over SPAN sorted keys: log2(SPAN) + 1 halvings
     lines += ["if _O * _R * _I:",
               f"    _C = _cdiv(_R, {block})",
               f"    _ws = torch.empty(_O * _I, _C * {block}, device=_x.device, dtype=torch.int64)",
               f"    {name}_chunks[(_O * _I, _C)](_x, _ws, _R, _I, BLOCK={block}{chunk}, num_warps=8)",
               f"    {name}_place[(_O * _I, _C)](_x, _ws, {''.join(a + ', ' for a in args[1:])}_R, _I, {k}, "
-              f"BLOCK={block}, STEPS={steps}, num_warps=8)"]
+              f"BLOCK={block}, SPAN={span}, STEPS={steps}, num_warps={8 if span >= 1024 else 4})"]
     return Emitted([sort_chunk, place], lines)

@@ -329,19 +329,26 @@ class ReferenceHarness:
 
     def _arbitrate(self, key, seed, outs, refs, tols, results, failed, other_shapes: bool = False,
                    indexes: list | None = None) -> list:
-        """Near misses judged against the reference run in float64 (compare_with_exact). The
-        fp32 results stand, with a note saying why, when there is no faithful float64 run."""
+        """Near misses judged against the reference run in float64 (compare_with_exact). Where
+        the reference has no float64 run at all (an operator without float64 kernels: CUDA's
+        grouped_mm), its own fp32 result is the base and only its fp32 runs nearby can widen an
+        element's allowance. The fp32 results stand, with a note saying why, when there is no
+        faithful run."""
+        precisions = (True, False)  # float64 runs on moved arguments, then fp32 ones
         try:
             exact, why = self._exact_outputs(key, seed, len(refs), other_shapes)
             if exact and indexes:
                 exact = [_at(e, ix) for e, ix in zip(exact, indexes)]
+            if exact is None and why.startswith(NO_FLOAT64):
+                exact, precisions = list(refs), (False,)
             judged = {i: compare_with_exact(outs[i], refs[i], exact[i], tols[i]) for i in failed} if exact else {}
             # elements off beyond the reference's own error: are they determined at fp32 resolution?
-            # First the float64 result on inputs a few ulps away; where that leaves some, PyTorch's
-            # own fp32 result on them (a `cum <= 0.9` mask flips where fp32's rounding of the running
-            # sum decides it, which moving the inputs of a float64 run need not show)
+            # First the float64 result on inputs and parameters a few ulps away; where that leaves
+            # some, PyTorch's own fp32 result on them (a `cum <= 0.9` mask flips where fp32's rounding
+            # of the running sum decides it, which moving the inputs of a float64 run need not show;
+            # a router's top-k flips where two experts' scores tie to fp32's rounding)
             moved: list = []
-            for double in (True, False):
+            for double in precisions:
                 again = [i for i, j in judged.items() if j is not None and not j.passed and j.mismatched]
                 if not again:
                     break
@@ -361,6 +368,9 @@ class ReferenceHarness:
         results = list(results)
         for i in failed:
             j = judged.get(i)
+            if j is not None and precisions == (False,):  # said as what it was judged against
+                j = replace(j, note=j.note.replace(
+                    "the reference run in float64", f"the fp32 reference and its runs a few ulps away ({why})"))
             if j is not None and j.passed:
                 results[i] = j
             else:
@@ -371,11 +381,12 @@ class ReferenceHarness:
     def _exact_outputs(self, key: str, seed: int, count: int, other_shapes: bool = False,
                        perturb: int = 0, double: bool = True) -> tuple[list[torch.Tensor] | None, str]:
         """The reference again, built afresh and run in float64 on the trial's inputs (the arbiter
-        of near misses), or None and why it is no faithful exact run: it raises, runs out of
-        memory, returns something else, or draws random numbers (its outputs would be other
-        numbers). `perturb` k > 0: its floating-point inputs each moved by 4 fp32 ulps (`_moved`), to
-        see which outputs a few ulps decide; `double` False: run in the reference's own dtypes
-        (what fp32's rounding decides on those inputs)."""
+        of near misses), or None and why it is no faithful exact run: it raises (`NO_FLOAT64`), runs
+        out of memory, returns something else, or draws random numbers (its outputs would be other
+        numbers). `perturb` k > 0: its floating-point inputs, parameters and buffers each moved by 4
+        fp32 ulps (`_moved`), to see which outputs a few ulps of its arguments decide (a module whose
+        inputs are token ids has only its weights to move); `double` False: run in the reference's
+        own dtypes (what fp32's rounding decides on those arguments)."""
         runtime = self.problems[key]
         model = inputs = None
         try:
@@ -384,6 +395,11 @@ class ReferenceHarness:
             runtime.match_modes(model)
             if double:
                 model.double()
+            if perturb:
+                with torch.no_grad():
+                    for t in [*model.parameters(), *model.buffers()]:
+                        if t.is_floating_point():
+                            t.copy_(_moved(t.double(), perturb).to(t.dtype))
             if other_shapes:  # the trial's second input configuration
                 made = runtime.make_other_inputs(seed)
                 if isinstance(made, str):
@@ -407,7 +423,7 @@ class ReferenceHarness:
         except torch.OutOfMemoryError:
             return None, "out of memory"
         except Exception as e:
-            return None, f"the reference fails in {'float64' if double else 'its own dtypes'}: {describe_error(e)[:200]}"
+            return None, f"{NO_FLOAT64 if double else 'the reference fails in its own dtypes'}: {describe_error(e)[:200]}"
         finally:
             del model, inputs
         if flat is None or len(flat) != count:
@@ -1071,6 +1087,8 @@ def _structure(outputs: list[torch.Tensor]) -> list[list]:
 
 #: the perturbed runs of the arbiter: every input up, every input down, then two random patterns
 PERTURBATIONS = (1, 2, 3, 4)
+#: why `_exact_outputs` has no float64 run when the reference raises in float64
+NO_FLOAT64 = "the reference fails in float64"
 
 
 def _moved(t: torch.Tensor, k: int) -> torch.Tensor:
