@@ -619,4 +619,24 @@ def test_without_a_float64_run_a_choice_a_few_ulps_of_the_weights_decide_is_judg
         assert not first.passed
         (judged,) = harness._arbitrate("r", 3, [out], [ref], [tol], [first], [0])
         assert judged.passed is excused, judged.note
-        assert "the fp32 reference and its runs a few ulps away" in judged.note, judged.note
+        assert "judged by the reference's fp32 runs on inputs and parameters a few ulps away" in judged.note, judged.note
+
+
+def test_without_a_float64_run_the_fp32_runs_judge_only_where_a_fresh_run_is_the_reference(tmp_path):
+    """A forward that changes its own state: a fresh fp32 run is not the reference the trial
+    compared against, so no run judges, and the fp32 result stands with a note."""
+    from drtriton.problem import from_source
+    from drtriton.verify.compare import compare
+    from drtriton.verify.verdict import Tolerance
+    from drtriton.verify.worker.harness import ReferenceHarness
+
+    harness = ReferenceHarness({"device": "cpu", "scratch": str(tmp_path)})
+    harness.op_prepare({"key": "r", "problem": from_source(ROUTER, name="r").to_dict(),
+                        "device": "cpu", "init_seed": 1, "training": False, "probe_seed": 2})
+    (fresh,), _ = harness._exact_outputs("r", 3, 1, double=False)
+    ref = fresh + 1.0  # what the live module returned after calls before (its state moved on)
+    out = ref.clone()
+    out[0] = 0.0
+    tol = Tolerance.for_dtype("torch.float32")
+    (judged,) = harness._arbitrate("r", 3, [out], [ref], [tol], [compare(out, ref, tol)], [0])
+    assert not judged.passed and "no faithful fp32 run" in judged.note, judged.note

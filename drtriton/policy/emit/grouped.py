@@ -7,6 +7,8 @@ the device), so the host never reads them: the grid holds an upper bound of the 
 cdiv(M, BM) + G + 1 (each group's last tile may be partial; the rows past the last end are one
 group more, of zeros), and each program finds its group from the ends: the tiles per group, a
 cumsum, and the group whose tiles hold this program's. Programs past the last tile store nothing.
+The ends are sorted, as every caller computes them (a cumsum of counts); unsorted ones would give
+groups overlapping rows.
 Each tile's rows are one group's, so a row is computed once (a product of every row with every
 expert's weights costs G times the FLOPs). The epilogue (the routing weights' product) runs on
 the tile before the single store, as in `matmul`.
@@ -57,11 +59,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    pid = tl.program_id(0)",
         "    # group g's rows: from the previous end to its end (group G: the rows past the last end)",
         "    g = tl.arange(0, BLOCK_G)",
-        "    ends = tl.minimum(tl.load(ends_ptr + g, mask=g < G, other=M).to(tl.int32), M)",
-        "    starts = tl.minimum(tl.load(ends_ptr + g - 1, mask=(g > 0) & (g <= G), other=0).to(tl.int32), M)",
+        "    ends = tl.minimum(tl.load(ends_ptr + g, mask=g < G, other=M), M).to(tl.int32)",
+        "    starts = tl.minimum(tl.load(ends_ptr + g - 1, mask=(g > 0) & (g <= G), other=0), M).to(tl.int32)",
         "    tiles = tl.where(g <= G, tl.cdiv(tl.maximum(ends - starts, 0), BM), 0)",
         "    after = tl.cumsum(tiles, 0)  # the tiles of groups 0..g",
-        "    grp = tl.sum((after <= pid).to(tl.int32))  # this program's group (past the last: G + 1)",
+        "    grp = tl.sum((after <= pid).to(tl.int32))  # this program's group (past the last tile: above G)",
         "    mine = g == grp",
         "    first_tile = tl.sum(tl.where(mine, after - tiles, 0))",
         "    start = tl.sum(tl.where(mine, starts, 0))",
@@ -90,7 +92,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
              f"_x, _w, _ends = {ex}, {ew}, {ee}",
              "_M, _K = _x.shape",
              "_G, _, _N = _w.shape",
-             "if _w.shape[1] != _K or _ends.shape != (_G,):",
+             f"if _w.shape[1] != _K or _ends.shape != (_G,) or _G != {groups}:  # (BLOCK_G holds {groups} + 1)",
              f"    raise ValueError(f\"{frag.label}: rows of {{_K}} features, weights of shape {{tuple(_w.shape)}} and "
              "{tuple(_ends.shape)} group ends do not fit\")",
              *(f"{o} = {empty('(_M, _N)', 2, '_x.device', 'torch.float32')}" for o in outs)]
