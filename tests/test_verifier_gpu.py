@@ -188,6 +188,23 @@ def test_max_and_min_bounds_keep_nan_on_the_gpu(gpu_verifier, expr):
     assert result.correct, failures(result)
 
 
+def _first_cuda_candidate(problem):
+    """The built-in policy's first strict candidate for the GPU, the module captured on meta."""
+    import warnings
+
+    import torch
+
+    from drtriton.capture import capture_module
+    from drtriton.policy.builtin import BuiltinPolicy
+
+    ns: dict = {}
+    exec(problem.source, ns)  # noqa: S102 - the test's own module
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        graph = capture_module(ns[problem.class_name](), list(ns[problem.inputs_fn]()))
+    return next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+
+
 MOE_INT_IDS = '''
 import torch
 import torch.nn as nn
@@ -223,20 +240,8 @@ def test_a_mixture_of_experts_counts_integer_ids_and_groups_rows_in_triton(gpu_v
     """histc on int32 ids lowered as CUDA divides (exactly, in int64) and the grouped product as
     one kernel: every operator in Triton, correct against eager on the GPU."""
     pytest.importorskip("transformers.integrations.moe")
-    import warnings
-
-    import torch
-
-    from drtriton.capture import capture_module
-    from drtriton.policy.builtin import BuiltinPolicy
-
     problem = from_source(MOE_INT_IDS, name="moe int ids")
-    ns: dict = {}
-    exec(problem.source, ns)  # noqa: S102 - the test's own module
-    with warnings.catch_warnings(), torch.device("meta"):
-        warnings.simplefilter("ignore")
-        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
-    cand = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+    cand = _first_cuda_candidate(problem)
     assert any(line.startswith("grouped_mm") and "Triton" in line for line in cand.plan), cand.plan
     v = gpu_verifier.verify(problem, cand.source, mode="strict")
     assert v.correct, v.summary
@@ -254,24 +259,12 @@ LONG_SORTS = {
 def test_sorts_of_long_rows_go_in_chunks_and_match_pytorch(gpu_verifier, name):
     """Rows longer than one program sorts (4096 on the GPU): each chunk sorted, each element
     placed by binary search in every chunk; values and indices as PyTorch's stable sort."""
-    import warnings
-
-    import torch
-
-    from drtriton.capture import capture_module
-    from drtriton.policy.builtin import BuiltinPolicy
-
     expr, inputs = LONG_SORTS[name]
     src = (f"import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
            f"        return {expr}\n\n\ndef get_inputs():\n    return [{inputs}]\n\n\ndef get_init_inputs():\n"
            "    return []\n")
     problem = from_source(src, name=name)
-    ns: dict = {}
-    exec(problem.source, ns)  # noqa: S102 - the test's own module
-    with warnings.catch_warnings(), torch.device("meta"):
-        warnings.simplefilter("ignore")
-        graph = capture_module(ns["Model"](), list(ns["get_inputs"]()))
-    cand = next(iter(BuiltinPolicy("cuda").candidates(problem, graph, "strict")))
+    cand = _first_cuda_candidate(problem)
     assert "_place[" in cand.source, cand.plan
     v = gpu_verifier.verify(problem, cand.source, mode="strict")
     assert v.correct, v.summary
