@@ -134,9 +134,11 @@ _OPS = "torch.ops."
 def _used_names(stmt: ast.stmt) -> set[str]:
     """The names `stmt` reads, and each operator namespace it calls through (`torch.ops.<namespace>`,
     as `_OPS` + the namespace): importing the library of that name registers its operators."""
-    names = {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    names = set()
     for n in ast.walk(stmt):
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "ops" \
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            names.add(n.id)
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute) and n.value.attr == "ops" \
                 and isinstance(n.value.value, ast.Name) and n.value.value.id == "torch":
             names.add(_OPS + n.attr)
     return names

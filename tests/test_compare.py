@@ -256,3 +256,15 @@ def test_conditioning_needs_runs_of_the_same_shape():
     moved = exact.clone()
     moved[1, 2] = 0.5
     assert torch.equal(conditioning(exact, [exact, moved]), moved)
+
+
+def test_within_judges_each_element_as_compare_does():
+    # (the arbiter without float64 asks it per element: a finite value is never within any
+    # tolerance of an infinity, a NaN only of a NaN)
+    from drtriton.verify.compare import within
+
+    tol = Tolerance.for_dtype("torch.float32")
+    ref = torch.tensor([1.0, float("inf"), float("inf"), float("nan"), float("nan"), -2.0])
+    out = torch.tensor([1.0 + 1e-6, float("inf"), 3.0e38, float("nan"), 0.0, -2.5])
+    assert within(out, ref, tol).tolist() == [True, True, False, True, False, False]
+    assert (~within(out, ref, tol)).sum() == compare(out, ref, tol).mismatched

@@ -56,7 +56,7 @@ def test_the_grouped_kernel_computes_each_row_once():
 
     _, cand = first_candidate(GROUPED.format(rows=70, groups=5))
     assert "_cdiv(_M, meta['BM']) + _G + 1" in cand.source
-    assert "w_ptr + grp.to(tl.int64) * stride_wg" in cand.source
+    assert "w_ptr + grp.to(tl.int64) * stride_bg" in cand.source
 
 
 def test_the_operator_is_captured_with_its_ends():

@@ -66,10 +66,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
     work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     for i in range(0, total, CHUNK):
         o, r = out[i:i + CHUNK].to(work), ref[i:i + CHUNK].to(work)
-        special_ok = (o.isnan() & r.isnan()) | (o.isinf() & r.isinf() & (o == r))
-        diff = torch.where(special_ok, torch.zeros_like(o), (o - r).abs())
-        diff = torch.nan_to_num(diff, nan=math.inf)  # NaN where the reference has a number
-        within = (diff <= tol.atol + tol.rtol * r.abs().nan_to_num(posinf=0.0)) | special_ok
+        diff, within = _differences(o, r, tol)
         mismatched += int((~within).sum())
         nan_out += int((o.isnan() & ~r.isnan()).sum())
         finite = r.isfinite() & o.isfinite()
@@ -105,6 +102,25 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
         total=total,
         note="; ".join(notes),
     )
+
+
+def _differences(o: torch.Tensor, r: torch.Tensor, tol: Tolerance) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per element, |o - r| (0 where both are the same NaN or infinity, inf where o is NaN and r
+    is not) and whether that is within `tol` of r."""
+    special_ok = (o.isnan() & r.isnan()) | (o.isinf() & r.isinf() & (o == r))
+    diff = torch.where(special_ok, torch.zeros_like(o), (o - r).abs())
+    diff = torch.nan_to_num(diff, nan=math.inf)  # NaN where the reference has a number
+    return diff, (diff <= tol.atol + tol.rtol * r.abs().nan_to_num(posinf=0.0)) | special_ok
+
+
+def within(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> torch.Tensor:
+    """Per element, whether `out` is within `tol` of `ref` as `compare` judges it (in float64)."""
+    return _differences(out.double(), ref.double(), tol)[1]
+
+
+def identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same shape and values, NaN matching NaN."""
+    return tuple(a.shape) == tuple(b.shape) and bool(((a.isnan() & b.isnan()) | (a == b)).all())
 
 
 def is_near_miss(c: Comparison, ref: torch.Tensor) -> bool:
@@ -146,7 +162,7 @@ def compare_with_exact(out: torch.Tensor, ref: torch.Tensor, exact: torch.Tensor
     for s in chunks:
         o, r, x = out[s].double(), ref[s].double(), exact[s].double()
         finite = x.isfinite()
-        if not torch.equal(finite, r.isfinite()) or not _same_specials(r[~finite], x[~finite]):
+        if not torch.equal(finite, r.isfinite()) or not identical(r[~finite], x[~finite]):
             return None
         # what fp32 itself gets wrong here, element by element (or what a few ulps of input move)
         own = torch.where(finite, (r - x).abs(), torch.zeros_like(r))
@@ -189,6 +205,3 @@ def conditioning(exact: torch.Tensor, moved: list[torch.Tensor]) -> torch.Tensor
         spread = torch.maximum(spread, (m.double() - exact.double()).abs().nan_to_num(nan=0.0, posinf=0.0))
     return spread
 
-
-def _same_specials(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(((a.isnan() & b.isnan()) | (a == b)).all())

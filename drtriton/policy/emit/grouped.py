@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, autotune, empty, pow2, stored_values
-from .matmul import TILES
+from .matmul import TILES, k_loop
 
 
 def _operands(program: Program, frag: Fragment) -> tuple[str, str, str]:
@@ -50,7 +50,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     env = {out: "acc"}
     epi_lines = epi.emit(space, env)
     params = ["x_ptr", "w_ptr", "ends_ptr", *epi.params(), *(f"{o}_out" for o in outs), "M", "N", "K", "G",
-              "stride_xm", "stride_xk", "stride_wg", "stride_wk", "stride_wn", "size1"]
+              "stride_am", "stride_ak", "stride_bg", "stride_bk", "stride_bn", "size1"]
     kernel = autotune(TILES, ["M", "N", "K", "G"], device) + [
         "@triton.jit",
         f"def {name}({', '.join(params)}, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, "
@@ -72,15 +72,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    rows = (rm < end) & (grp <= G)",
         "    rn = tl.program_id(1) * BN + tl.arange(0, BN)",
         "    rk = tl.arange(0, BK)",
-        "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
-        "    if grp < G:",
-        "        x_rows = x_ptr + rm[:, None].to(tl.int64) * stride_xm",
-        "        w_cols = w_ptr + grp.to(tl.int64) * stride_wg + rn[None, :] * stride_wn",
-        "        for k0 in range(0, K, BK):",
-        "            k = k0 + rk",
-        "            a = tl.load(x_rows + k[None, :] * stride_xk, mask=rows[:, None] & (k[None, :] < K), other=0.0)",
-        "            b = tl.load(w_cols + k[:, None] * stride_wk, mask=(k[:, None] < K) & (rn[None, :] < N), other=0.0)",
-        f'            acc += tl.dot(a, b, input_precision="{prec}")',
+        "    acc = tl.zeros((BM, BN), dtype=tl.float32)  # (the rows past the last end stay 0)",
+        "    if grp < G:  # the tile's rows past its group's end read another group's: never stored",
+        "        a_rows = x_ptr + rm[:, None].to(tl.int64) * stride_am",
+        "        b_cols = w_ptr + grp.to(tl.int64) * stride_bg + rn[None, :] * stride_bn",
+        *(f"        {line}" for line in k_loop(None, prec, "0", "K")),
         "    c_mask = rows[:, None] & (rn[None, :] < N)",
         "    c_offs = rm[:, None].to(tl.int64) * N + rn[None, :]",
         *(f"    {line}" for line in epi_lines),

@@ -140,7 +140,7 @@ def aligned_rows(t):
     return padded
 
 
-def _k_loop(fma: str | None, prec: str, lo: str, hi: str) -> list[str]:
+def k_loop(fma: str | None, prec: str, lo: str, hi: str) -> list[str]:
     """The loop over K that leaves the (BM, BN) tile in `acc`: tl.dot, or for a side of one, the
     products summed in a (BM, BK) or (BK, BN) accumulator and reduced once after the loop."""
     a_tile = f"a = tl.load(a_rows + k[None, :] * stride_ak, mask=(rm[:, None] < M) & (k[None, :] < {hi}), other=0.0)"
@@ -280,7 +280,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "    a_rows = a_ptr + z0 * stride_az0 + z1 * stride_az1 + rm[:, None] * stride_am",
         "    b_cols = b_ptr + z0 * stride_bz0 + z1 * stride_bz1 + rn[None, :] * stride_bn",
         *(f"    {line}" for line in k_range),
-        *(f"    {line}" for line in _k_loop(fma, prec, lo, hi)),
+        *(f"    {line}" for line in k_loop(fma, prec, lo, hi)),
         *ending,
     ]
     kernels = ["\n".join(kernel)]

@@ -20,7 +20,7 @@ from dataclasses import replace
 import torch
 from torch.nn.parameter import is_lazy
 
-from ..compare import compare, compare_with_exact, conditioning, is_near_miss
+from ..compare import compare, compare_with_exact, conditioning, identical, is_near_miss, within
 from ..verdict import STRICT_PYTORCH_COMPUTE, Timing, Tolerance, launched_kernel, same_launches
 from . import parallel_compile, transfer
 from .guard import ForwardAccountant, LaunchRecorder, PatchDetector, launch_signatures, python_thread_count
@@ -381,20 +381,20 @@ class ReferenceHarness:
         results = list(results)
         try:
             base = at(self._exact_outputs(key, seed, len(refs), other_shapes, double=False)[0])
+            faithful = bool(base) and all(identical(b, r) for b, r in zip(base, refs))
             runs = [at(self._exact_outputs(key, seed, len(refs), other_shapes, perturb=k, double=False)[0])
-                    for k in PERTURBATIONS] if base else []
+                    for k in PERTURBATIONS] if faithful else []
         except torch.OutOfMemoryError:
-            base, runs = None, []
-        faithful = bool(base) and all(_same_values(b, r) for b, r in zip(base, refs))
+            faithful, runs = False, []
         for i in failed:
             shapes = [tuple(t.shape) for t in (outs[i], *(m[i] for m in runs))]
             if not faithful or not all(runs) or any(sh != tuple(refs[i].shape) for sh in shapes):
                 note = f"no float64 arbiter ({why}; no faithful fp32 run to judge by)"
                 results[i] = replace(results[i], note=f"{results[i].note}; {note}")
                 continue
-            off = ~_close(outs[i], refs[i], tols[i])
+            off = ~within(outs[i], refs[i], tols[i])
             for m in runs:
-                off &= ~_close(outs[i], m[i], tols[i])
+                off &= ~within(outs[i], m[i], tols[i])
             unexplained = int(off.sum())
             note = (f"judged by the reference's fp32 runs on inputs and parameters a few ulps away ({why}): "
                     + ("every element off the reference equals one of them" if unexplained == 0 else
@@ -1131,15 +1131,6 @@ def _allocation_failure(e: BaseException) -> bool:
     text = str(e)
     return "out of memory" in text.lower() or "ALLOC_FAILED" in text
 
-
-def _close(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> torch.Tensor:
-    """Per element, whether `out` is within `tol` of `ref` (NaN matching NaN)."""
-    o, r = out.double(), ref.double()
-    return ((o - r).abs() <= tol.atol + tol.rtol * r.abs()) | (o.isnan() & r.isnan()) | (o == r)
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return tuple(a.shape) == tuple(b.shape) and bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def _moved(t: torch.Tensor, k: int) -> torch.Tensor:
