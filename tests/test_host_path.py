@@ -119,6 +119,14 @@ WRONGLY = [
      "[(torch.randn(5, 6, 7), torch.tensor([[0], [1], [2]]), torch.tensor([[0, 1, 2, 3]]), torch.randn(3, 4))]",
      ["j has shape (1, 4) where this module reads one of size 1 along dims (1,) beside indices broadcast to a "
       "shape of (3, 4)"]),
+    # cat's inputs are copied as blocks of the output's rows: one of other sizes would be read past its end
+    ("F.max_pool2d(torch.cat([a, b], 1), 2)", "a, b", "", "torch.randn(2, 3, 4, 4), torch.randn(2, 2, 4, 4)",
+     "[(torch.randn(2, 3, 4, 4), torch.randn(2, 5, 4, 4)), (torch.randn(2, 3, 4, 4), torch.randn(2, 2, 4, 6))]",
+     ["no error", "b has shape (2, 2, 4, 6) where this module reads one of sizes (2,) before dim 1 and (4, 4) after it "
+      "beside a cat's output of (2, 5, 4, 4)"]),
+    ("torch.stack([a, b], 2).sum(2)", "a, b", "", "torch.randn(3, 4), torch.randn(3, 4)",
+     "[(torch.randn(3, 4), torch.randn(3, 5))]",
+     ["b has shape (3, 5) where this module reads one of shape (3, 4) beside a stack's output of (3, 4, 2)"]),
     # a parameter beside an input wider than at conversion: read past its end unless checked
     ("torch.relu(x + self.b)", "x", "self.b = nn.Parameter(torch.randn(16))", "torch.randn(4, 16)",
      "[(torch.randn(4, 32),)]",

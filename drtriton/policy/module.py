@@ -22,6 +22,7 @@ from ..ops import HELPERS, called_helpers
 from ..problem import Problem, defined_names, extract_standalone
 from .cse import name_common_subexpressions
 from .emit import bound_tuning
+from .emit.gather import copy_tile
 from .emit.matmul import aligned_rows, split_k
 
 HEADER = """import math
@@ -47,8 +48,8 @@ HOST_HELPERS = {
     "_batch_strides": "def _batch_strides(t, n):\n    lead = t.dim() - 2\n"
                       "    return [t.stride(d) if d >= 0 and t.shape[d] > 1 else 0 for d in range(lead - n, lead)]",
 }
-# the matrix product's host decisions, defined (and tested) once in its emitter
-for _fn in (split_k, aligned_rows):
+# the emitters' host decisions (the matrix product's, the copying cat's tile), defined and tested once there
+for _fn in (split_k, aligned_rows, copy_tile):
     HOST_HELPERS["_" + _fn.__name__] = re.sub(r"^def \w+", f"def _{_fn.__name__}", inspect.getsource(_fn)).strip()
 
 
@@ -111,6 +112,17 @@ def forward_signature(problem: Problem) -> str:
     for a in fwd.args.args + fwd.args.posonlyargs + fwd.args.kwonlyargs:
         a.annotation = None
     return ast.unparse(fwd.args)
+
+
+def vararg_bindings(problem: Problem, forward_lines: list[str]) -> list[str]:
+    """forward(self, x, *rest): torch.export names the tuple's tensors rest_0, rest_1, ...; the
+    forward lines use those names, bound here from the tuple (only those used)."""
+    fwd = next(n for n in _class(problem).body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    if fwd.args.vararg is None:
+        return []
+    rest = fwd.args.vararg.arg
+    used = {int(i) for line in forward_lines for i in re.findall(rf"\b{re.escape(rest)}_(\d+)\b", line)}
+    return [f"{rest}_{i} = {rest}[{i}]" for i in sorted(used)]
 
 
 def class_body(problem: Problem, new_name: str) -> tuple[list[str], set[str]]:
@@ -254,7 +266,7 @@ def assemble(problem: Problem, kernels: list[str], forward_lines: list[str], out
     new_name = problem.candidate_class
     kernels = [name_common_subexpressions(k) for k in kernels]
     kernels, forward_lines = share_kernels(kernels, forward_lines)
-    forward_lines = hoist_module_paths(forward_lines)
+    forward_lines = vararg_bindings(problem, forward_lines) + hoist_module_paths(forward_lines)
     kernels = bound_tuning(kernels)
     launched = launched_kernels(kernels, forward_lines) if direct_launch else []
     head, used = class_body(problem, new_name)

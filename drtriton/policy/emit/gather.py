@@ -3,8 +3,10 @@ over the output, with the pointwise epilogue after it fused in.
 
 Each output element is one element of an input: its position along every output dimension
 comes from the flat offset (`IndexSpace`), and the input element is read through that input's
-strides at a position derived from it. `cat` and `stack` read each input under a mask of the
-positions it covers; `flip` mirrors the flipped axes; `index_select`, `gather` and `embedding`
+strides at a position derived from it. `cat` and `stack` with an epilogue read each input under
+a mask of the positions it covers; without one (the common case: their elementwise readers read
+them in place, so a cat left alone feeds a template) each input is copied into its place, a tile
+of one input per program (`_copied`); `flip` mirrors the flipped axes; `index_select`, `gather` and `embedding`
 first read the position along their axis from the index tensor; `bucketize` searches the
 boundaries for each element's bucket. Inputs keep their strides
 (a transposed or sliced input is read as it is), so nothing is copied before the kernel.
@@ -18,7 +20,8 @@ from dataclasses import dataclass, field
 from .. import recompute
 from ..pointwise import Broadcast, IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, flat_blocks, stored_values
+from ..pointwise import shape_check
+from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, empty, flat_blocks, stored_values
 
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
 
@@ -281,6 +284,8 @@ def _source(program: Program, node, space: IndexSpace) -> Source:
 
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     node = frag.anchor
+    if node.op in ("cat", "stack") and not frag.epilogue:
+        return _copied(program, frag, names)
     anchor_out = node.outputs[0]
     shape = list(program.values[anchor_out].shape)
     if not shape and node.op != "bucketize":  # (its reads take no position from the output)
@@ -312,4 +317,97 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     grid = "lambda meta: (_cdiv(_n, meta['BLOCK']),)"
     lines.append(f"{name}[{grid}]({', '.join(src.args + epilogue_args + outs + ['_n'] + size_args)}, "
                  f"WIDE=_n > {WIDE})")
+    return Emitted(["\n".join(kernel)], lines)
+
+
+def copy_tile(row: int, parts: int) -> tuple[int, int]:
+    """(rows, columns) of the copying cat's tile of 1024 elements: as many columns as the
+    inputs' mean run along an output row (a power of two, at most 1024), rows for the rest.
+    Runs in the generated module as `_copy_tile`."""
+    run = max(1, row // max(1, parts))
+    cols = min(1024, 1 << (run - 1).bit_length())
+    return 1024 // cols, cols
+
+
+def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
+    """cat / stack with nothing fused after it, as eager's batched copy does it: the output seen
+    as (outer, row), outer the dims before `dim` and row the rest, each input a contiguous
+    (outer, w_k) block of it starting at column start_k. A program copies a (BO, BJ) tile of one
+    input; which input is its id against the inputs' running tile counts, a few scalar tests. So
+    an element costs one load and one store, with no division and no test of the other inputs
+    (the element-by-element form loads under every input's mask: dozens in a DenseNet block)."""
+    node = frag.anchor
+    stack = node.op == "stack"
+    tensors = [a["value"] for a in node.args[0]]
+    if len({program.values[t].dtype for t in tensors}) > 1:
+        raise Unsupported(f"{node.op} of tensors of different dtypes (PyTorch promotes them)")
+    out_value = node.outputs[0]
+    rank = len(program.values[out_value].shape)
+    dim = node.attrs["dim"] % rank
+    exprs = [program.expr(t) for t in tensors]
+    parts = len(tensors)
+    name = names.kernel(frag.label)
+    out = program.expr(out_value)
+    ins = [f"in{k}_ptr" for k in range(parts)]
+    widths = [f"w{k}" for k in range(parts)]
+    # which input this program copies: the last whose first tile is at or before its id
+    choose = ["row_tiles = tl.cdiv(outer, BO)",
+              "src, t, w, dst = in0_ptr, pid, w0 + 0 * pid, out_ptr",
+              "first = 0",
+              "col = 0"]
+    for k in range(1, parts):
+        choose += [f"first += row_tiles * tl.cdiv(w{k - 1}, BJ)  # input {k}'s first tile",
+                   f"col += w{k - 1}  # and its first column",
+                   "later = pid >= first",
+                   f"src = tl.where(later, in{k}_ptr, src)",
+                   "t = tl.where(later, pid - first, t)",
+                   f"w = tl.where(later, w{k}, w)",
+                   "dst = tl.where(later, out_ptr + col, dst)"]
+    kernel = [
+        "@triton.jit",
+        f"def {name}({', '.join(ins)}, out_ptr, {', '.join(widths)}, outer, row, "
+        "WIDE: tl.constexpr, BO: tl.constexpr, BJ: tl.constexpr):",
+        f"    # {frag.label}: each input copied into its place, a (BO, BJ) tile of one input per program",
+        "    pid = tl.program_id(0)",
+        *(f"    {line}" for line in choose),
+        "    col_tiles = tl.maximum(tl.cdiv(w, BJ), 1)",
+        "    o = (t // col_tiles) * BO + tl.arange(0, BO)[:, None]",
+        "    if WIDE:",
+        "        o = o.to(tl.int64)",
+        "    j = (t % col_tiles) * BJ + tl.arange(0, BJ)[None, :]",
+        "    mask = (o < outer) & (j < w)  # programs past the last input's tiles copy nothing",
+        "    tl.store(dst + o * row + j, tl.load(src + o * w + j, mask=mask), mask=mask)",
+    ]
+    # forward: the inputs read flat (a copy only where one is not contiguous), the output, the tile
+    locals_ = [f"_in{k}" for k in range(parts)]
+    lines = [f"# {frag.label}: Triton, each input copied into its place"]
+    lines += [f"{l} = {e}.contiguous()" for l, e in zip(locals_, exprs)]
+    first = locals_[0]
+    if stack:
+        shape = f"[*{first}.shape[:{dim}], {parts}, *{first}.shape[{dim}:]]"
+    else:
+        total = " + ".join(f"{l}.shape[{dim}]" for l in locals_)
+        shape = f"[*{first}.shape[:{dim}], {total}, *{first}.shape[{dim + 1}:]]"
+    lines.append(f"_shape = {shape}")
+    # every input's other dims must be the first's: each is read as a block of the output's rows
+    for k in range(1, parts):
+        if program.values[tensors[k]].kind != "input":
+            continue  # the plan's own values: sized as captured, batch and all
+        if stack:
+            got, want, wanted = f"{locals_[k]}.shape", f"{first}.shape", None
+        else:
+            got = f"({locals_[k]}.shape[:{dim}], {locals_[k]}.shape[{dim + 1}:])"
+            want = f"({first}.shape[:{dim}], {first}.shape[{dim + 1}:])"
+            wanted = f"sizes {{tuple({first}.shape[:{dim}])}} before dim {dim} and {{tuple({first}.shape[{dim + 1}:])}} after it"
+        lines += shape_check(exprs[k], locals_[k], got, want, "_shape", beside=f"a {node.op}'s output", wanted=wanted)
+    lines.append(f"{out} = {empty('_shape', rank, f'{first}.device', program.values[out_value].dtype)}")
+    outer = " * ".join(f"_shape[{d}]" for d in range(dim)) or "1"
+    inner = " * ".join(f"_shape[{d}]" for d in range(dim + 1, rank)) or "1"
+    lines += [f"_outer, _inner = {outer}, {inner}",
+              f"_row = _shape[{dim}] * _inner",
+              f"_bo, _bj = _copy_tile(_row, {parts})"]
+    width_args = [f"_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
+    grid = f"(_cdiv(_outer, _bo) * (_cdiv(_row, _bj) + {parts}),)"
+    lines.append(f"{name}[{grid}]({', '.join(locals_)}, {out}, {', '.join(width_args)}, _outer, _row, "
+                 f"WIDE={out}.numel() > {WIDE}, BO=_bo, BJ=_bj)")
     return Emitted(["\n".join(kernel)], lines)

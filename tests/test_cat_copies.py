@@ -1,0 +1,49 @@
+"""cat and stack with nothing fused after them: each input copied into its place, a tile of one
+input per program (`policy/emit/gather.py`, `_copied`), end to end on CPU (capture ->
+BuiltinPolicy -> the Verifier under the Triton interpreter, also at another batch size). Their
+readers here are templates (pooling, a reduction), so the cat is a kernel of its own rather than
+read where it is used. The tile's host choice (`copy_tile`) is checked directly."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+torch = pytest.importorskip("torch")
+
+from test_policy_pool_scan_loss import check, source  # noqa: E402
+
+from drtriton.policy.emit.gather import copy_tile  # noqa: E402
+
+COPIED = [
+    # three inputs along channels, one a slice (not contiguous: copied first)
+    ("F.max_pool2d(torch.cat([x, x.exp(), x[:, :2]], 1), 2)", "torch.randn(2, 5, 6, 6)", "x"),
+    # along the last dim: runs of a few elements, so a tile holds several rows
+    ("F.avg_pool2d(torch.cat([x[:, :3], y.sigmoid()], -1), 2)", "torch.randn(2, 5, 6, 6), torch.randn(2, 3, 6, 6)", "x, y"),
+    # an empty input (no tiles of its own) first, then forward's own inputs
+    ("F.max_pool2d(torch.cat([x[:, :0], x, y], 1), 2)", "torch.randn(2, 3, 4, 4), torch.randn(2, 2, 4, 4)", "x, y"),
+    # along dim 0 (one row) and a DenseNet block's many inputs: the program picks one of 26
+    ("F.max_pool2d(torch.cat([x * (i + 1) for i in range(26)], 0), 2)", "torch.randn(2, 3, 4, 4)", "x"),
+    # stack, new dims in the middle and at the end
+    ("torch.stack([x, x * 2.0, x.neg()], 1).sum(1)", "torch.randn(3, 4, 5)", "x"),
+    ("torch.stack([x, x.exp()], -1).amax(-1)", "torch.randn(6, 7)", "x"),
+]
+
+
+@pytest.mark.parametrize("expr,inputs,args", COPIED, ids=[c[0] for c in COPIED])
+def test_cat_and_stack_copy_each_input_into_its_place(cpu_verifier, expr, inputs, args):
+    cand = check(cpu_verifier, source(expr, inputs, args=args), [])
+    assert "each input copied into its place" in cand.source, cand.description
+
+
+@pytest.mark.parametrize("row,parts,tile", [(100352 * 6, 6, (1, 1024)), (12, 2, (128, 8)), (5, 26, (1024, 1)),
+                                            (0, 3, (1024, 1)), (3000, 2, (1, 1024))])
+def test_the_copy_tile_follows_the_inputs_mean_run(row, parts, tile):
+    assert copy_tile(row, parts) == tile
+
+
+def test_a_forward_taking_its_tensors_as_varargs_binds_them(cpu_verifier):
+    # torch.export names the tuple's tensors xs_0, xs_1, ...: the generated forward binds them
+    cand = check(cpu_verifier, source("F.max_pool2d(torch.cat(xs[:2], 1), 2) + xs[2].sum()",
+                                      "torch.randn(2, 3, 4, 4), torch.randn(2, 1, 4, 4), torch.randn(3)", args="*xs"), [])
+    assert "xs_0 = xs[0]" in cand.source and "def forward(self, *xs)" in cand.source
