@@ -22,7 +22,7 @@ from ..ops import HELPERS, called_helpers
 from ..problem import Problem, defined_names, extract_standalone
 from .cse import name_common_subexpressions
 from .emit import bound_tuning
-from .emit.gather import copy_tile
+from .emit.gather import cat_rows
 from .emit.matmul import aligned_rows, split_k
 
 HEADER = """import math
@@ -48,8 +48,8 @@ HOST_HELPERS = {
     "_batch_strides": "def _batch_strides(t, n):\n    lead = t.dim() - 2\n"
                       "    return [t.stride(d) if d >= 0 and t.shape[d] > 1 else 0 for d in range(lead - n, lead)]",
 }
-# the emitters' host decisions (the matrix product's, the copying cat's tile), defined and tested once there
-for _fn in (split_k, aligned_rows, copy_tile):
+# the emitters' host decisions (the matrix product's, the copying cat's view of an input), defined and tested once there
+for _fn in (split_k, aligned_rows, cat_rows):
     HOST_HELPERS["_" + _fn.__name__] = re.sub(r"^def \w+", f"def _{_fn.__name__}", inspect.getsource(_fn)).strip()
 
 

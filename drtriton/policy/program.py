@@ -353,4 +353,9 @@ class Program:
 
 
 def _anchor_takes_epilogue(frag: Fragment) -> bool:
+    if frag.anchor is not None and frag.anchor.op in ("cat", "stack") and \
+            len(frag.anchor.args[0]) > recompute.MAX_CAT_BRANCHES:
+        # with an epilogue each element loads under every input's mask; without, each input is
+        # copied into its place, and what follows reads the result (or takes it as a prologue)
+        return False
     return frag.kind in ("pointwise", "matmul", "conv", "reduction", "softmax", "norm", "pool", "scan", "indexing")

@@ -18,10 +18,10 @@ import math
 from dataclasses import dataclass, field
 
 from .. import recompute
-from ..pointwise import Broadcast, IndexSpace, PointwiseBlock
+from ...capture import VIEWS
+from ..pointwise import Broadcast, IndexSpace, PointwiseBlock, shape_check
 from ..program import Fragment, Program
-from ..pointwise import shape_check
-from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, empty, flat_blocks, stored_values
+from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, empty, example_sizes, flat_blocks, pow2, stored_values
 
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
 
@@ -320,22 +320,56 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     return Emitted(["\n".join(kernel)], lines)
 
 
-def copy_tile(row: int, parts: int) -> tuple[int, int]:
+def copy_tile(widths: list[int]) -> tuple[int, int]:
     """(rows, columns) of the copying cat's tile of 1024 elements: as many columns as the
-    inputs' mean run along an output row (a power of two, at most 1024), rows for the rest.
-    Runs in the generated module as `_copy_tile`."""
-    run = max(1, row // max(1, parts))
-    cols = min(1024, 1 << (run - 1).bit_length())
+    narrowest input's run along a row (a power of two from 16 to 1024: a narrower input leaves
+    lanes idle, a wider one takes several tiles per row), rows for the rest. From the captured
+    sizes: another batch changes the rows, not the runs."""
+    narrowest = min((w for w in widths if w > 0), default=1)
+    cols = max(16, min(1024, pow2(narrowest)))
     return 1024 // cols, cols
+
+
+def cat_rows(t, dim: int):
+    """`t` as the copying cat reads an input, rows of its dims from `dim` on, and the stride
+    between rows: `t` itself where those dims are contiguous and the dims before `dim` step as
+    one axis (a channel slice or chunk of a contiguous tensor), else a contiguous copy. Runs in
+    the generated module as `_cat_rows`."""
+    shape, stride = t.shape, t.stride()
+    run, fits = 1, True
+    for d in range(len(shape) - 1, dim - 1, -1):  # the run: contiguous
+        fits = fits and (shape[d] == 1 or stride[d] == run)
+        run *= shape[d]
+    step = span = None
+    for d in range(dim - 1, -1, -1):  # the rows: one strided axis
+        if shape[d] == 1:
+            continue
+        if step is None:
+            step, span = stride[d], stride[d] * shape[d]
+        else:
+            fits = fits and stride[d] == span
+            span *= shape[d]
+    if not fits:
+        return t.contiguous(), run
+    return t, run if step is None else step
+
+
+def _read_in_place(program: Program, value: str) -> bool:
+    """Whether the copying cat reads an input through its row stride (`cat_rows`): a view or
+    forward's own tensor may be a slice; what a kernel stores is contiguous (`.contiguous()`
+    returns it as it is, cheaper on the host)."""
+    producer = program.producer.get(value)
+    return producer is None or producer.target in VIEWS
 
 
 def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     """cat / stack with nothing fused after it, as eager's batched copy does it: the output seen
-    as (outer, row), outer the dims before `dim` and row the rest, each input a contiguous
-    (outer, w_k) block of it starting at column start_k. A program copies a (BO, BJ) tile of one
-    input; which input is its id against the inputs' running tile counts, a few scalar tests. So
-    an element costs one load and one store, with no division and no test of the other inputs
-    (the element-by-element form loads under every input's mask: dozens in a DenseNet block)."""
+    as (outer, row), outer the dims before `dim` and row the rest, each input an (outer, w_k)
+    block of it starting at column start_k, its rows s_k apart (a channel slice is read in
+    place). A program copies a (BO, BJ) tile of one input; which input is its id against the
+    inputs' running tile counts, a few scalar tests. So an element costs one load and one store,
+    with no division and no test of the other inputs (the element-by-element form loads under
+    every input's mask: dozens in a DenseNet block)."""
     node = frag.anchor
     stack = node.op == "stack"
     tensors = [a["value"] for a in node.args[0]]
@@ -348,11 +382,9 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     parts = len(tensors)
     name = names.kernel(frag.label)
     out = program.expr(out_value)
-    ins = [f"in{k}_ptr" for k in range(parts)]
-    widths = [f"w{k}" for k in range(parts)]
     # which input this program copies: the last whose first tile is at or before its id
     choose = ["row_tiles = tl.cdiv(outer, BO)",
-              "src, t, w, dst = in0_ptr, pid, w0 + 0 * pid, out_ptr",
+              "src, t, w, s, dst = in0_ptr, pid, w0 + 0 * pid, s0 + 0 * pid, out_ptr",
               "first = 0",
               "col = 0"]
     for k in range(1, parts):
@@ -362,26 +394,33 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
                    f"src = tl.where(later, in{k}_ptr, src)",
                    "t = tl.where(later, pid - first, t)",
                    f"w = tl.where(later, w{k}, w)",
+                   f"s = tl.where(later, s{k}, s)",
                    "dst = tl.where(later, out_ptr + col, dst)"]
+    params = [f"in{k}_ptr" for k in range(parts)] + ["out_ptr"] + [f"w{k}" for k in range(parts)] + \
+        [f"s{k}" for k in range(parts)] + ["outer", "row"]
     kernel = [
         "@triton.jit",
-        f"def {name}({', '.join(ins)}, out_ptr, {', '.join(widths)}, outer, row, "
-        "WIDE: tl.constexpr, BO: tl.constexpr, BJ: tl.constexpr):",
+        f"def {name}({', '.join(params)}, BO: tl.constexpr, BJ: tl.constexpr):",
         f"    # {frag.label}: each input copied into its place, a (BO, BJ) tile of one input per program",
         "    pid = tl.program_id(0)",
         *(f"    {line}" for line in choose),
         "    col_tiles = tl.maximum(tl.cdiv(w, BJ), 1)",
-        "    o = (t // col_tiles) * BO + tl.arange(0, BO)[:, None]",
-        "    if WIDE:",
-        "        o = o.to(tl.int64)",
+        "    o = ((t // col_tiles) * BO + tl.arange(0, BO)[:, None]).to(tl.int64)  # rows: 64-bit offsets",
         "    j = (t % col_tiles) * BJ + tl.arange(0, BJ)[None, :]",
         "    mask = (o < outer) & (j < w)  # programs past the last input's tiles copy nothing",
-        "    tl.store(dst + o * row + j, tl.load(src + o * w + j, mask=mask), mask=mask)",
+        "    tl.store(dst + o * row + j, tl.load(src + o * s + j, mask=mask), mask=mask)",
     ]
-    # forward: the inputs read flat (a copy only where one is not contiguous), the output, the tile
+    # forward: each input with its row stride (a copy only where it has none), the output, the tile
     locals_ = [f"_in{k}" for k in range(parts)]
     lines = [f"# {frag.label}: Triton, each input copied into its place"]
-    lines += [f"{l} = {e}.contiguous()" for l, e in zip(locals_, exprs)]
+    strides = []
+    for k, (t, e) in enumerate(zip(tensors, exprs)):
+        if _read_in_place(program, t):
+            lines.append(f"_in{k}, _s{k} = _cat_rows({e}, {dim})")
+            strides.append(f"_s{k}")
+        else:
+            lines.append(f"_in{k} = {e}.contiguous()")
+            strides.append("")  # its width, below
     first = locals_[0]
     if stack:
         shape = f"[*{first}.shape[:{dim}], {parts}, *{first}.shape[{dim}:]]"
@@ -404,10 +443,12 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     outer = " * ".join(f"_shape[{d}]" for d in range(dim)) or "1"
     inner = " * ".join(f"_shape[{d}]" for d in range(dim + 1, rank)) or "1"
     lines += [f"_outer, _inner = {outer}, {inner}",
-              f"_row = _shape[{dim}] * _inner",
-              f"_bo, _bj = _copy_tile(_row, {parts})"]
-    width_args = [f"_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
-    grid = f"(_cdiv(_outer, _bo) * (_cdiv(_row, _bj) + {parts}),)"
-    lines.append(f"{name}[{grid}]({', '.join(locals_)}, {out}, {', '.join(width_args)}, _outer, _row, "
-                 f"WIDE={out}.numel() > {WIDE}, BO=_bo, BJ=_bj)")
+              f"_row = _shape[{dim}] * _inner"]
+    runs = [math.prod(example_sizes(program.values[t].shape)[dim:]) for t in tensors]  # each input's run
+    bo, bj = copy_tile(runs)
+    widths = ["_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
+    strides = [s or w for s, w in zip(strides, widths)]
+    grid = f"(_cdiv(_outer, {bo}) * (_cdiv(_row, {bj}) + {parts}),)"
+    lines.append(f"{name}[{grid}]({', '.join(locals_)}, {out}, {', '.join(widths)}, {', '.join(strides)}, "
+                 f"_outer, _row, BO={bo}, BJ={bj})")
     return Emitted(["\n".join(kernel)], lines)
