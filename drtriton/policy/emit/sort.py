@@ -23,8 +23,8 @@ thousand expert ids: checked in the kernel), each replaced by its rank in the ro
 many elements are below it, counted against the row reloaded a chunk at a time: R^2
 comparisons, 1.9 ms for 4096 elements on an H200); float64 is Unsupported.
 
-Rows longer than one program sorts (MAX_ROW, 512 under the interpreter) go in chunks for sort and
-topk (`_emit_long`); the other selections are Unsupported there.
+Rows longer than one program sorts (MAX_ROW, 512 under the interpreter) go in chunks for sort,
+topk, kthvalue, median and nanmedian (`_emit_long`); mode is Unsupported there.
 
 mode: the length of the run of equal values ending at each sorted position, by an associative
 scan; the first position reaching the longest run is the smallest of the most frequent values
@@ -42,6 +42,8 @@ from ..program import Fragment, Program
 from . import Emitted, Names, Unsupported, empty, pow2
 
 OPS = {"sort", "topk", "kthvalue", "median", "nanmedian", "mode"}
+#: one element per row, at a sorted position: along long rows too (`_emit_long`), mode not
+_SELECTIONS = ("kthvalue", "median", "nanmedian")
 #: the longest row one program sorts (registers: an int64 key per element); longer rows of sort
 #: and topk go in chunks of this many (`_emit_long`)
 MAX_ROW = 4096
@@ -127,7 +129,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     for s in (xs if flat else xs[axis:axis + 1]):
         R *= s
     longest = MAX_ROW if device == "cuda" else INTERPRETED_ROW
-    if R > longest and op not in ("sort", "topk"):
+    if R > longest and op not in ("sort", "topk") + _SELECTIONS:
         raise Unsupported(f"{op} along {R} elements: one program sorts at most {longest}")
     values_out, index_out = node.outputs[0], (node.outputs[1] if len(node.outputs) > 1 else None)
     store_v = _used(program, frag, values_out)
@@ -256,20 +258,53 @@ def _launch_outputs(program: Program, frag: Fragment, flat: bool, axis: int, sto
     return lines, args
 
 
+#: the smallest key of a NaN (`_keys`: every NaN's bits 0x7FC00000, then its index)
+_NAN_KEY = "0x7FC0000000000000"
+
+
+def _wanted_position(op: str, dtype: str) -> list[str]:
+    """Place-kernel lines setting `t`, the sorted position a selection keeps: k - 1 (kthvalue),
+    the lower median; for floats the median of a row with a NaN is its first NaN, after the
+    numbers, and nanmedian the lower median of the numbers, so the row's NaNs are counted: the
+    keys below the first NaN key in every sorted chunk, a binary search each."""
+    if op == "kthvalue":
+        return ["t = K - 1"]
+    if dtype not in _FLOATS:
+        return ["t = (R - 1) // 2"]
+    lines = ["numbers = tl.zeros((1,), tl.int64)",
+             "for d in range(0, tl.num_programs(1)):",
+             "    nlo = tl.zeros((1,), tl.int32)",
+             "    nhi = tl.full((1,), BLOCK, tl.int32)",
+             "    for _ in tl.static_range(STEPS):",
+             "        active = nlo < nhi",
+             "        mid = (nlo + nhi) // 2",
+             f"        probe = tl.load(ws_row + d * BLOCK + mid, mask=active, other={_INT64_MAX})",
+             f"        below = probe < {_NAN_KEY}",
+             "        nlo = tl.where(active & below, mid + 1, nlo)",
+             "        nhi = tl.where(active & ~below, mid, nhi)",
+             "    numbers += nlo",
+             "nans = R - tl.sum(numbers, axis=0)"]
+    if op == "median":
+        return lines + ["t = tl.where(nans > 0, R - nans, (R - 1) // 2)"]
+    return lines + ["t = tl.where(nans < R, (R - nans - 1) // 2, 0)"]
+
+
 def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis: int, store_v: bool,
                store_i: bool, device: str) -> Emitted:
-    """sort and topk along rows longer than one program sorts (a vocabulary's logits, a mixture of
-    experts' ids for thousands of tokens), in chunks of MAX_ROW elements and two kernels. The first
+    """sort, topk and the selections (kthvalue, median) along rows longer than one program sorts
+    (a vocabulary's logits, a mixture of experts' ids for thousands of tokens, the median of a
+    whole tensor), in chunks of MAX_ROW elements and two kernels. The first
     sorts each chunk's keys (`_keys`: distinct, so an element's place in the sorted row is the
     number of keys below its own) into a workspace; the second counts, for each key of a chunk, the
     keys below it in every chunk (a binary search in each sorted chunk, its own included) and
     stores the element at that place (sort), or there if it is among the first k (topk: only a
-    chunk's first k keys can be, so only those are placed and searched, SPAN of them). Off the GPU
-    the chunks are `INTERPRETED_ROW` long."""
+    chunk's first k keys can be, so only those are placed and searched, SPAN of them), or the one
+    element whose place is the wanted position (`_wanted_position`). Off the GPU the chunks are
+    `INTERPRETED_ROW` long."""
     node, op, attrs = frag.anchor, frag.anchor.op, frag.anchor.attrs
     x = program.inputs_of(node)[0]
     dtype = program.values[x].dtype
-    descending = attrs["descending"] if op == "sort" else attrs["largest"]
+    descending = attrs["descending"] if op == "sort" else attrs["largest"] if op == "topk" else False
     name = names.kernel(frag.label)
     ranked = dtype == "torch.int64"
     block = MAX_ROW if device == "cuda" else INTERPRETED_ROW
@@ -291,6 +326,12 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
     ])
     length = "R" if op == "sort" else "K"
     outs = (["v_out"] if store_v else []) + (["i_out"] if store_i else [])
+    if op in _SELECTIONS:  # the element whose place is the wanted position, stored as the row's one
+        stores = [*_wanted_position(op, dtype), f"keep = (key != {_INT64_MAX}) & (at == t)",
+                  "out = pid + 0 * at  # o * I + i, in every lane: only the one kept stores"]
+    else:
+        stores = [f"keep = (key != {_INT64_MAX}) & (at < {length})  # padding is stored nowhere",
+                  f"out = o * {length} * I + at * I + i"]
     place = "\n".join([
         "@triton.jit",
         f"def {name}_place(x_ptr, ws_ptr, {''.join(o + ', ' for o in outs)}R, I, K, BLOCK: tl.constexpr, "
@@ -311,18 +352,17 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
         "            lo = tl.where(active & below, mid + 1, lo)",
         "            hi = tl.where(active & ~below, mid, hi)",
         "        at += lo",
-        f"    keep = (key != {_INT64_MAX}) & (at < {length})  # padding is stored nowhere",
+        *(f"    {line}" for line in stores),
         "    idx = key - ((key >> 32) << 32)  # the low 32 bits: the element's index in the row",
-        f"    out = o * {length} * I + at * I + i",
         *(["    val = tl.load(x_ptr + o * R * I + idx * I + i, mask=keep)", "    tl.store(v_out + out, val, mask=keep)"]
           if store_v else []),
         *(["    tl.store(i_out + out, idx, mask=keep)"] if store_i else []),
     ])
     lines, args = _launch_outputs(program, frag, flat, axis, store_v, store_i,
                                   f"rows in chunks of {block}: each chunk sorted, then each element placed")
-    k = str(attrs["k"]) if op == "topk" else "_R"
+    k = str(attrs["k"]) if op in ("topk", "kthvalue") else "_R"
     chunk = f", CHUNK={max(16384 // block, 1)}" if ranked else ""  # a rank count's tile: 16384 pairs
-    span = block if op == "sort" else min(block, pow2(attrs["k"]))
+    span = min(block, pow2(attrs["k"])) if op == "topk" else block
     steps = span.bit_length()  # a binary search over SPAN sorted keys: log2(SPAN) + 1 halvings
     lines += ["if _O * _R * _I:",
               f"    _C = _cdiv(_R, {block})",
