@@ -806,7 +806,9 @@ def store_lowerings() -> dict:
       value per selected element (`x[mask] = g(x[mask])`), each position's row of values from a
       cumsum of the mask, read with advanced indexing, chosen with `where`.
     - `histc`: each element's bin computed as PyTorch's kernels do, the counts accumulated
-      with index_put (elements outside the range count zero)."""
+      with index_put (elements outside the range count zero).
+    - `grid_sampler_3d` (F.grid_sample on volumes): as PyTorch's 2-D decomposition, in 3-D: the
+      source coordinates, the 8 corners (trilinear) or the nearest read with advanced indexing."""
     import torch
 
     aten = torch.ops.aten
@@ -1105,6 +1107,58 @@ def store_lowerings() -> dict:
             return (diff * diff).sum(-1).sqrt()
         return diff.pow(p).sum(-1).pow(1.0 / p)
 
+    def grid_sampler_3d(self, grid, interpolation_mode=0, padding_mode=0, align_corners=False):
+        # PyTorch's 3-D kernels written out as its 2-D decomposition is (trilinear or nearest;
+        # zeros, border or reflection padding): each output point's source coordinates, then the
+        # input read at the 8 corners (or the nearest) with advanced indexing, each weighted,
+        # summed in the kernels' order (tnw, tne, tsw, tse, bnw, bne, bsw, bse)
+        if interpolation_mode not in (0, 1):
+            raise ValueError("grid_sampler_3d: trilinear or nearest only")  # (PyTorch's too)
+        n, c, depth, height, width = self.shape
+
+        def reflect(x, twice_low, twice_high):
+            if twice_low == twice_high:
+                return torch.zeros_like(x)
+            low, span = twice_low / 2, (twice_high - twice_low) / 2
+            x = (x - low).abs()
+            extra = torch.fmod(x, span)
+            even = torch.fmod((x / span).floor(), 2) == 0
+            return torch.where(even, extra + low, span + low - extra)
+
+        def source(x, size):
+            x = x * ((size - 1) / 2 if align_corners else size / 2) + (size - 1) / 2
+            if padding_mode == 1:
+                return x.clamp(0, size - 1)
+            if padding_mode == 2:
+                x = reflect(x, 0, 2 * (size - 1)) if align_corners else reflect(x, -1, 2 * size - 1)
+                return x.clamp(0, size - 1)
+            return x
+
+        points = grid.unsqueeze(1)  # (N, 1, D', H', W', 3): broadcast over the channels
+        ix, iy, iz = (source(points[..., k], size) for k, size in enumerate((width, height, depth)))
+        batch = torch.arange(n, device=self.device).view(n, 1, 1, 1, 1)
+        chan = torch.arange(c, device=self.device).view(1, c, 1, 1, 1)
+
+        def read(x, y, z, weight=None):
+            inside = (x >= 0) & (x < width) & (y >= 0) & (y < height) & (z >= 0) & (z < depth)
+            at = [torch.where(inside, t, 0).to(torch.int64) for t in (z, y, x)]
+            value = self[batch, chan, at[0], at[1], at[2]]
+            return torch.where(inside, value if weight is None else value * weight, 0)
+
+        if interpolation_mode == 1:
+            return read(ix.round(), iy.round(), iz.round())
+        x0, y0, z0 = ix.floor(), iy.floor(), iz.floor()
+        x1, y1, z1 = x0 + 1, y0 + 1, z0 + 1
+        corners = [(x0, y0, z0, (x1 - ix) * (y1 - iy) * (z1 - iz)), (x1, y0, z0, (ix - x0) * (y1 - iy) * (z1 - iz)),
+                   (x0, y1, z0, (x1 - ix) * (iy - y0) * (z1 - iz)), (x1, y1, z0, (ix - x0) * (iy - y0) * (z1 - iz)),
+                   (x0, y0, z1, (x1 - ix) * (y1 - iy) * (iz - z0)), (x1, y0, z1, (ix - x0) * (y1 - iy) * (iz - z0)),
+                   (x0, y1, z1, (x1 - ix) * (iy - y0) * (iz - z0)), (x1, y1, z1, (ix - x0) * (iy - y0) * (iz - z0))]
+        out = None
+        for x, y, z, weight in corners:
+            term = read(x, y, z, weight)
+            out = term if out is None else out + term
+        return out
+
     def histc(self, bins=100, min=0, max=0):
         # PyTorch's kernels (CPU's linear interpolation, CUDA's getBin) put x in bin
         # int((x - lo) * bins / (hi - lo)), the last bin closed; x outside [lo, hi] (and NaN) is
@@ -1148,7 +1202,8 @@ def store_lowerings() -> dict:
             aten.index.Tensor: index, aten.linalg_pinv.atol_rtol_tensor: pinv, aten.linalg_pinv.atol_rtol_float: pinv,
             aten._cdist_forward.default: cdist, aten.cdist.default: cdist, aten._unique2.default: unique2,
             aten.unique_consecutive.default: unique_consecutive, aten.index_put.default: index_put,
-            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc}
+            aten.repeat_interleave.Tensor: repeat_interleave, aten.histc.default: histc,
+            aten.grid_sampler_3d.default: grid_sampler_3d}
 
 
 def _covered(g: Graph) -> Counter:

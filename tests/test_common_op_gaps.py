@@ -23,7 +23,8 @@ the Triton interpreter. Each case failed before its fix:
 - an int16 result: the verifier poisoned fresh int16 allocations with a value int16 cannot hold;
 - zeta and polygamma: new records, a float64 helper each (drtriton/ops/zeta.py);
 - kron, multi_dot and take_along_dim at another batch size: their C++ reads sizes as numbers, so export fixed the
-  batch and the module took no other (traced through Python forms now, drtriton/symbolic_forms.py).
+  batch and the module took no other (traced through Python forms now, drtriton/symbolic_forms.py);
+- grid_sampler_3d (F.grid_sample on volumes): no PyTorch decomposition; ours, as its 2-D one.
 """
 
 from __future__ import annotations
@@ -245,3 +246,18 @@ def test_kernels_over_data_dependent_sizes_keep_one_configuration():
     assert len(over_kept) >= 2, configs
     assert over_kept and all(configs[k] == 1 for k in over_kept), configs
     assert any(n > 1 for k, n in configs.items() if k not in over_kept), configs
+
+
+# grid_sampler_3d (F.grid_sample on volumes): no PyTorch decomposition; ours (capture.store_lowerings)
+# as its 2-D one, trilinear or nearest, each padding mode; points outside the volume too
+GRID_3D = [
+    "F.grid_sample(x, g, mode='bilinear', padding_mode='zeros', align_corners=False)",
+    "F.grid_sample(x, g, mode='nearest', padding_mode='border', align_corners=False)",
+    "F.grid_sample(x, g, mode='bilinear', padding_mode='reflection', align_corners=True)",
+]
+
+
+@pytest.mark.parametrize("expr", GRID_3D)
+def test_grid_sample_on_volumes(cpu_verifier, expr):
+    check(cpu_verifier, source(expr, "torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 3 - 1.5", args="x, g"),
+          ["index"])
