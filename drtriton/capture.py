@@ -1125,8 +1125,8 @@ def store_lowerings() -> dict:
             even = torch.fmod((x / span).floor(), 2) == 0
             return torch.where(even, extra + low, span + low - extra)
 
-        def source(x, size):
-            x = x * ((size - 1) / 2 if align_corners else size / 2) + (size - 1) / 2
+        def source(x, size):  # (unnormalised as the kernels do: the two forms round apart at .5)
+            x = (x + 1) / 2 * (size - 1) if align_corners else ((x + 1) * size - 1) / 2
             if padding_mode == 1:
                 return x.clamp(0, size - 1)
             if padding_mode == 2:

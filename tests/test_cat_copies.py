@@ -32,6 +32,8 @@ COPIED = [
     ("F.max_pool2d(torch.cat([x.chunk(2, 1)[0], x.chunk(2, 1)[1].exp()], 1), 2)", "torch.randn(2, 6, 4, 4)", "x"),
     # a slice along the last dim: not rows of one stride, copied first
     ("F.max_pool2d(torch.cat([x[..., ::2], x[..., 1::2] * 2.0], 1), 2)", "torch.randn(2, 3, 4, 8)", "x"),
+    # a view of forward's input as an input (checked: its sizes are the caller's)
+    ("F.max_pool2d(torch.cat([x, y[:, :3]], 1), 2)", "torch.randn(2, 3, 4, 4), torch.randn(2, 5, 4, 4)", "x, y"),
     # stack, new dims in the middle and at the end
     ("torch.stack([x, x * 2.0, x.neg()], 1).sum(1)", "torch.randn(3, 4, 5)", "x"),
     ("torch.stack([x, x.exp()], -1).amax(-1)", "torch.randn(6, 7)", "x"),
@@ -44,9 +46,14 @@ def test_cat_and_stack_copy_each_input_into_its_place(cpu_verifier, expr, inputs
     assert "each input copied into its place" in cand.source, cand.description
 
 
-@pytest.mark.parametrize("runs,tile", [([100352, 25088, 25088], (1, 1024)), ([256, 128, 64], (16, 64)),
-                                       ([3, 5], (64, 16)), ([0, 0], (64, 16)), ([0, 3000], (1, 1024))])
-def test_the_copy_tile_follows_the_narrowest_inputs_run(runs, tile):
+@pytest.mark.parametrize("runs,tile", [
+    ([100352, 25088, 25088], (1, 1024)),  # a DenseNet block
+    ([256, 128, 64], (16, 64)),  # features along the last dim: the narrowest fills its lanes
+    ([1, 1, 1], (1024, 1)),  # a stack along a new last dim: rows of one
+    ([1000, 1], (1, 1024)),  # a narrow input beside a wide one: the wide one sets the tile
+    ([0, 0], (1024, 1)), ([0, 3000], (1, 1024)),
+])
+def test_the_copy_tile_follows_the_narrowest_input_holding_a_fair_share(runs, tile):
     assert copy_tile(runs) == tile
 
 
@@ -74,3 +81,10 @@ def test_an_input_is_read_in_place_where_its_rows_have_one_stride(view, dim, in_
     rows = torch.as_strided(u, (outer, run), (stride, 1), u.storage_offset())
     assert torch.equal(rows, t.reshape(outer, run))
     assert (u is t) == in_place
+
+
+def test_varargs_holding_a_list_and_a_name_like_theirs(cpu_verifier):
+    # export names a list inside the tuple xs_0_0, xs_0_1; a parameter named like one is left alone
+    cand = check(cpu_verifier, source("torch.cat([xs[0][0], xs[0][1], xs_1], 1).sum(1)",
+                                      "torch.randn(2, 3), [torch.randn(2, 3), torch.randn(2, 3)]", args="xs_1, *xs"), [])
+    assert "xs_0_0 = xs[0][0]" in cand.source and "xs_1 = xs[1]" not in cand.source

@@ -257,6 +257,22 @@ GRID_3D = [
 ]
 
 
+def test_the_volume_lowering_unnormalises_as_the_kernels_do():
+    # nearest with align_corners: the kernels' ((x + 1) / 2) * (size - 1) and x * a + b round apart
+    # at .5 points (g = -1.2 on 6 voxels), so the lowering takes the kernels' form; exact in float32
+    from drtriton.capture import store_lowerings
+
+    lowered = store_lowerings()[torch.ops.aten.grid_sampler_3d.default]
+    line = torch.linspace(-1.5, 1.5, 61)
+    grid = torch.stack(torch.meshgrid(line, line[:5], line[:4], indexing="ij"), -1)[None].expand(2, -1, -1, -1, -1)
+    x = torch.randn(2, 3, 4, 5, 6)
+    for mode in (0, 1):
+        for padding in (0, 1, 2):
+            for corners in (False, True):
+                want = torch.ops.aten.grid_sampler_3d(x, grid, mode, padding, corners)
+                assert torch.equal(lowered(x, grid, mode, padding, corners), want), (mode, padding, corners)
+
+
 @pytest.mark.parametrize("expr", GRID_3D)
 def test_grid_sample_on_volumes(cpu_verifier, expr):
     check(cpu_verifier, source(expr, "torch.randn(2, 3, 4, 5, 6), torch.rand(2, 3, 4, 2, 3) * 3 - 1.5", args="x, g"),

@@ -124,6 +124,12 @@ WRONGLY = [
      "[(torch.randn(2, 3, 4, 4), torch.randn(2, 5, 4, 4)), (torch.randn(2, 3, 4, 4), torch.randn(2, 2, 4, 6))]",
      ["no error", "b has shape (2, 2, 4, 6) where this module reads one of sizes (2,) before dim 1 and (4, 4) after it "
       "beside a cat's output of (2, 5, 4, 4)"]),
+    # a view of an input: sized by the caller too (read past its end unless checked)
+    ("F.max_pool2d(torch.cat([a, b[:, :3]], 1), 2)", "a, b", "", "torch.randn(2, 3, 4, 4), torch.randn(2, 5, 4, 4)",
+     "[(torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 2))]",
+     ["slice_2 (a view of b) has shape (2, 3, 4, 2) where this module reads one of sizes (2,) before dim 1 and (4, 4) "
+      "after it "
+      "beside a cat's output of (2, 6, 4, 4)"]),
     ("torch.stack([a, b], 2).sum(2)", "a, b", "", "torch.randn(3, 4), torch.randn(3, 4)",
      "[(torch.randn(3, 4), torch.randn(3, 5))]",
      ["b has shape (3, 5) where this module reads one of shape (3, 4) beside a stack's output of (3, 4, 2)"]),

@@ -6,6 +6,10 @@ topk, kthvalue, median); ties, NaN and -0.0 where it does not (stable sorts)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 pytest.importorskip("triton")
@@ -197,3 +201,36 @@ def test_unsupported_dtypes_are_said():
     frag = next(f for f in program.fragments() if f.kind == "sort")
     with pytest.raises(Unsupported, match="torch.float64 sort"):
         sort.emit(program, frag, {}, Names(), device="cpu")
+
+
+_CALL = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+for args in eval(sys.argv[2]):
+    try:
+        print(repr(module.ModelNew()(*args)))
+    except IndexError as e:
+        print("IndexError:", e)
+"""
+
+
+@pytest.mark.parametrize("expr,captured,calls,said", [
+    # k past the row: PyTorch's error rather than what an unwritten output holds (long rows and short)
+    ("torch.kthvalue(x, 1100, dim=1)[0]", "torch.randn(2, 1100)", "[(torch.randn(2, 1000),)]",
+     "IndexError: kthvalue(): selected number k out of range for dimension 1"),
+    ("torch.kthvalue(x, 4, dim=1)[0]", "torch.randn(2, 6)", "[(torch.randn(2, 3),)]",
+     "IndexError: kthvalue(): selected number k out of range for dimension 1"),
+    # the median of no elements is NaN; along an empty dim, PyTorch's error
+    ("torch.median(x)", "torch.randn(30, 40)", "[(torch.randn(0, 40),)]", "tensor(nan)"),
+    ("torch.median(x, dim=1)[0]", "torch.randn(3, 700)", "[(torch.randn(3, 0),)]",
+     "IndexError: median(): Expected reduction dim 1 to have non-zero size."),
+])
+def test_selections_outside_their_rows_say_what_pytorch_says(cpu_verifier, tmp_path, expr, captured, calls, said):
+    cand = check(cpu_verifier, source(expr, captured, "x"), [expr.split("(")[0].split(".")[1]])
+    (tmp_path / "candidate.py").write_text(cand.source)
+    proc = subprocess.run([sys.executable, "-c", _CALL, str(tmp_path / "candidate.py"), calls], capture_output=True,
+                          text=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == said

@@ -115,14 +115,17 @@ def forward_signature(problem: Problem) -> str:
 
 
 def vararg_bindings(problem: Problem, forward_lines: list[str]) -> list[str]:
-    """forward(self, x, *rest): torch.export names the tuple's tensors rest_0, rest_1, ...; the
-    forward lines use those names, bound here from the tuple (only those used)."""
+    """forward(self, x, *rest): torch.export names the tuple's tensors rest_0, rest_1, ... (a
+    list inside it rest_0_0, ...); the forward lines use those names, bound here from the tuple
+    (only those used, and none that is one of forward's own parameters)."""
     fwd = next(n for n in _class(problem).body if isinstance(n, ast.FunctionDef) and n.name == "forward")
     if fwd.args.vararg is None:
         return []
     rest = fwd.args.vararg.arg
-    used = {int(i) for line in forward_lines for i in re.findall(rf"\b{re.escape(rest)}_(\d+)\b", line)}
-    return [f"{rest}_{i} = {rest}[{i}]" for i in sorted(used)]
+    own = {a.arg for a in fwd.args.posonlyargs + fwd.args.args + fwd.args.kwonlyargs}
+    used = {m.group(0) for line in forward_lines for m in re.finditer(rf"\b{re.escape(rest)}(?:_\d+)+\b", line)}
+    return [f"{name} = {rest}" + "".join(f"[{i}]" for i in name[len(rest) + 1:].split("_"))
+            for name in sorted(used - own)]
 
 
 def class_body(problem: Problem, new_name: str) -> tuple[list[str], set[str]]:

@@ -21,7 +21,7 @@ from .. import recompute
 from ...capture import VIEWS
 from ..pointwise import Broadcast, IndexSpace, PointwiseBlock, shape_check
 from ..program import Fragment, Program
-from . import WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, empty, example_sizes, flat_blocks, pow2, stored_values
+from . import DATA_SIZE, WIDE, Emitted, Names, Unsupported, allocate_outputs, autotune, empty, flat_blocks, pow2, stored_values
 
 BLOCKS = [{"BLOCK": b, "num_warps": w} for b, w in [(1024, 4), (512, 4), (2048, 8)]]
 
@@ -320,13 +320,14 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     return Emitted(["\n".join(kernel)], lines)
 
 
-def copy_tile(widths: list[int]) -> tuple[int, int]:
+def copy_tile(runs: list[int]) -> tuple[int, int]:
     """(rows, columns) of the copying cat's tile of 1024 elements: as many columns as the
-    narrowest input's run along a row (a power of two from 16 to 1024: a narrower input leaves
-    lanes idle, a wider one takes several tiles per row), rows for the rest. From the captured
-    sizes: another batch changes the rows, not the runs."""
-    narrowest = min((w for w in widths if w > 0), default=1)
-    cols = max(16, min(1024, pow2(narrowest)))
+    narrowest input's run along a row (a power of two, at most 1024), rows for the rest, among
+    the inputs that hold a fair share of the row (a narrower one is little data: its idle lanes
+    cost less than a wide input copied a few columns at a time)."""
+    total = sum(runs)
+    fair = [w for w in runs if w > 0 and w * 4 * len(runs) >= total]
+    cols = min(1024, pow2(min(fair))) if fair else 1
     return 1024 // cols, cols
 
 
@@ -354,10 +355,27 @@ def cat_rows(t, dim: int):
     return t, run if step is None else step
 
 
+def _tile_sizes(program: Program, value: str) -> list[int]:
+    """A value's sizes for choosing a tile: one that follows the batch or the data counts as
+    long (the captured batch of 2 says nothing of the one it runs at)."""
+    v = program.values[value]
+    return [DATA_SIZE if n is None or d in v.symbolic else n for d, n in enumerate(v.shape)]
+
+
+def _named(program: Program, value: str) -> str:
+    """A value as an error message names it: a view of forward's input says of which."""
+    base = value
+    while (p := program.producer.get(base)) is not None and p.target in VIEWS and program.inputs_of(p):
+        base = program.inputs_of(p)[0]
+    named = program.expr(value)
+    return named if base == value or program.values[base].kind != "input" else f"{named} (a view of {base})"
+
+
 def _read_in_place(program: Program, value: str) -> bool:
-    """Whether the copying cat reads an input through its row stride (`cat_rows`): a view or
-    forward's own tensor may be a slice; what a kernel stores is contiguous (`.contiguous()`
-    returns it as it is, cheaper on the host)."""
+    """Whether the copying cat reads an input through its row stride (`cat_rows`) and checks
+    its sizes: a view or forward's own tensor may be a slice, and its sizes are the caller's;
+    what a kernel stores is contiguous and sized by the plan (`.contiguous()` returns it as it
+    is, cheaper on the host)."""
     producer = program.producer.get(value)
     return producer is None or producer.target in VIEWS
 
@@ -386,7 +404,7 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     choose = ["row_tiles = tl.cdiv(outer, BO)",
               "src, t, w, s, dst = in0_ptr, pid, w0 + 0 * pid, s0 + 0 * pid, out_ptr",
               "first = 0",
-              "col = 0"]
+              "col = tl.full((), 0, tl.int64)  # (the widths before an input may pass 2**31)"]
     for k in range(1, parts):
         choose += [f"first += row_tiles * tl.cdiv(w{k - 1}, BJ)  # input {k}'s first tile",
                    f"col += w{k - 1}  # and its first column",
@@ -430,22 +448,22 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     lines.append(f"_shape = {shape}")
     # every input's other dims must be the first's: each is read as a block of the output's rows
     for k in range(1, parts):
-        if program.values[tensors[k]].kind != "input":
-            continue  # the plan's own values: sized as captured, batch and all
+        if not _read_in_place(program, tensors[k]):
+            continue  # what a kernel of the plan stores: sized as captured, batch and all
         if stack:
             got, want, wanted = f"{locals_[k]}.shape", f"{first}.shape", None
         else:
             got = f"({locals_[k]}.shape[:{dim}], {locals_[k]}.shape[{dim + 1}:])"
             want = f"({first}.shape[:{dim}], {first}.shape[{dim + 1}:])"
             wanted = f"sizes {{tuple({first}.shape[:{dim}])}} before dim {dim} and {{tuple({first}.shape[{dim + 1}:])}} after it"
-        lines += shape_check(exprs[k], locals_[k], got, want, "_shape", beside=f"a {node.op}'s output", wanted=wanted)
+        lines += shape_check(_named(program, tensors[k]), locals_[k], got, want, "_shape", beside=f"a {node.op}'s output",
+                             wanted=wanted)
     lines.append(f"{out} = {empty('_shape', rank, f'{first}.device', program.values[out_value].dtype)}")
     outer = " * ".join(f"_shape[{d}]" for d in range(dim)) or "1"
     inner = " * ".join(f"_shape[{d}]" for d in range(dim + 1, rank)) or "1"
     lines += [f"_outer, _inner = {outer}, {inner}",
               f"_row = _shape[{dim}] * _inner"]
-    runs = [math.prod(example_sizes(program.values[t].shape)[dim:]) for t in tensors]  # each input's run
-    bo, bj = copy_tile(runs)
+    bo, bj = copy_tile([math.prod(_tile_sizes(program, t)[dim:]) for t in tensors])  # each input's run
     widths = ["_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
     strides = [s or w for s, w in zip(strides, widths)]
     grid = f"(_cdiv(_outer, {bo}) * (_cdiv(_row, {bj}) + {parts}),)"

@@ -44,6 +44,8 @@ from . import Emitted, Names, Unsupported, empty, pow2
 OPS = {"sort", "topk", "kthvalue", "median", "nanmedian", "mode"}
 #: one element per row, at a sorted position: along long rows too (`_emit_long`), mode not
 _SELECTIONS = ("kthvalue", "median", "nanmedian")
+#: a long selection's chunks at most (its cost grows as the square of the chunks)
+MAX_SELECTION_CHUNKS = 64
 #: the longest row one program sorts (registers: an int64 key per element); longer rows of sort
 #: and topk go in chunks of this many (`_emit_long`)
 MAX_ROW = 4096
@@ -131,6 +133,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     longest = MAX_ROW if device == "cuda" else INTERPRETED_ROW
     if R > longest and op not in ("sort", "topk") + _SELECTIONS:
         raise Unsupported(f"{op} along {R} elements: one program sorts at most {longest}")
+    if op in _SELECTIONS and R > longest * MAX_SELECTION_CHUNKS:
+        # every element searches every chunk, to keep one: past this, a selection would want its own
+        # algorithm (a radix select), not a whole sort
+        raise Unsupported(f"{op} along {R} elements: at most {longest * MAX_SELECTION_CHUNKS} (chunks of {longest})")
     values_out, index_out = node.outputs[0], (node.outputs[1] if len(node.outputs) > 1 else None)
     store_v = _used(program, frag, values_out)
     store_i = index_out is not None and _used(program, frag, index_out)
@@ -246,10 +252,18 @@ def _launch_outputs(program: Program, frag: Fragment, flat: bool, axis: int, sto
             shape = f"(*_xs[:{axis}], 1, *_xs[{axis + 1}:])"
         else:
             shape = f"(*_xs[:{axis}], *_xs[{axis + 1}:])"
+    if op == "kthvalue":  # PyTorch's error, where nothing would be stored
+        lines += [f"if not 1 <= {attrs['k']} <= _R:",
+                  f"    raise IndexError(f\"kthvalue(): selected number k out of range for dimension {axis}\")"]
+    elif op in _SELECTIONS and not flat:
+        lines += ["if _R == 0 and _O * _I:",
+                  f"    raise IndexError(\"{op}(): Expected reduction dim {axis} to have non-zero size.\")"]
     args = ["_x"]
     if store_v:
         v = program.expr(values_out)
         lines.append(f"{v} = {empty(shape, len(program.values[values_out].shape), '_x.device', '_x.dtype')}")
+        if op in _SELECTIONS and flat:  # the median of no elements: NaN, as PyTorch's (no launch then)
+            lines += ["if _R == 0:", f"    {v}.fill_(float(\"nan\"))"]
         args.append(v)
     if store_i:
         ix = program.expr(index_out)
@@ -271,17 +285,18 @@ def _wanted_position(op: str, dtype: str) -> list[str]:
         return ["t = K - 1"]
     if dtype not in _FLOATS:
         return ["t = (R - 1) // 2"]
+    # (names of their own: a name the search loop above assigned would be carried into this one)
     lines = ["numbers = tl.zeros((1,), tl.int64)",
-             "for d in range(0, tl.num_programs(1)):",
+             "for e in range(0, tl.num_programs(1)):",
              "    nlo = tl.zeros((1,), tl.int32)",
              "    nhi = tl.full((1,), BLOCK, tl.int32)",
              "    for _ in tl.static_range(STEPS):",
-             "        active = nlo < nhi",
-             "        mid = (nlo + nhi) // 2",
-             f"        probe = tl.load(ws_row + d * BLOCK + mid, mask=active, other={_INT64_MAX})",
-             f"        below = probe < {_NAN_KEY}",
-             "        nlo = tl.where(active & below, mid + 1, nlo)",
-             "        nhi = tl.where(active & ~below, mid, nhi)",
+             "        nactive = nlo < nhi",
+             "        nmid = (nlo + nhi) // 2",
+             f"        nprobe = tl.load(ws_row + e * BLOCK + nmid, mask=nactive, other={_INT64_MAX})",
+             f"        nbelow = nprobe < {_NAN_KEY}",
+             "        nlo = tl.where(nactive & nbelow, nmid + 1, nlo)",
+             "        nhi = tl.where(nactive & ~nbelow, nmid, nhi)",
              "    numbers += nlo",
              "nans = R - tl.sum(numbers, axis=0)"]
     if op == "median":
