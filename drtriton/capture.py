@@ -1153,11 +1153,7 @@ def store_lowerings() -> dict:
                    (x0, y1, z0, (x1 - ix) * (iy - y0) * (z1 - iz)), (x1, y1, z0, (ix - x0) * (iy - y0) * (z1 - iz)),
                    (x0, y0, z1, (x1 - ix) * (y1 - iy) * (iz - z0)), (x1, y0, z1, (ix - x0) * (y1 - iy) * (iz - z0)),
                    (x0, y1, z1, (x1 - ix) * (iy - y0) * (iz - z0)), (x1, y1, z1, (ix - x0) * (iy - y0) * (iz - z0))]
-        out = None
-        for x, y, z, weight in corners:
-            term = read(x, y, z, weight)
-            out = term if out is None else out + term
-        return out
+        return functools.reduce(torch.add, (read(*corner) for corner in corners))
 
     def histc(self, bins=100, min=0, max=0):
         # PyTorch's kernels (CPU's linear interpolation, CUDA's getBin) put x in bin

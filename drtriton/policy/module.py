@@ -103,11 +103,15 @@ def _class(problem: Problem) -> ast.ClassDef:
     return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == problem.class_name)
 
 
-def forward_signature(problem: Problem) -> str:
-    cls = _class(problem)
-    fwd = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+def _forward(problem: Problem) -> ast.FunctionDef:
+    fwd = next((n for n in _class(problem).body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
     if fwd is None:
         raise ValueError(f"{problem.class_name} has no forward method")
+    return fwd
+
+
+def forward_signature(problem: Problem) -> str:
+    fwd = _forward(problem)
     fwd.args.posonlyargs = [a for a in fwd.args.posonlyargs]
     for a in fwd.args.args + fwd.args.posonlyargs + fwd.args.kwonlyargs:
         a.annotation = None
@@ -118,7 +122,7 @@ def vararg_bindings(problem: Problem, forward_lines: list[str]) -> list[str]:
     """forward(self, x, *rest): torch.export names the tuple's tensors rest_0, rest_1, ... (a
     list inside it rest_0_0, ...); the forward lines use those names, bound here from the tuple
     (only those used, and none that is one of forward's own parameters)."""
-    fwd = next(n for n in _class(problem).body if isinstance(n, ast.FunctionDef) and n.name == "forward")
+    fwd = _forward(problem)
     if fwd.args.vararg is None:
         return []
     rest = fwd.args.vararg.arg

@@ -80,12 +80,26 @@ def index_tensors(program: Program, src: Source, values: list[str], space: Index
     return reads
 
 
-def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
-    src = Source()
+def _joined_inputs(program: Program, node) -> list[str]:
+    """cat's or stack's tensors, of one dtype (PyTorch promotes mixed ones: left to it)."""
     tensors = [a["value"] for a in node.args[0]]
-    dim, rank = node.attrs["dim"], len(space.sizes) + 1
     if len({program.values[t].dtype for t in tensors}) > 1:
         raise Unsupported(f"{node.op} of tensors of different dtypes (PyTorch promotes them)")
+    return tensors
+
+
+def _joined_shape(exprs: list[str], dim: int, stack: bool) -> str:
+    """cat's or stack's output shape as forward computes it from its inputs (forward expressions)."""
+    if stack:
+        return f"[*{exprs[0]}.shape[:{dim}], {len(exprs)}, *{exprs[0]}.shape[{dim}:]]"
+    total = " + ".join(f"{e}.shape[{dim}]" for e in exprs)
+    return f"[*{exprs[0]}.shape[:{dim}], {total}, *{exprs[0]}.shape[{dim + 1}:]]"
+
+
+def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
+    src = Source()
+    tensors = _joined_inputs(program, node)
+    dim, rank = node.attrs["dim"], len(space.sizes) + 1
     exprs = [program.expr(t) for t in tensors]
     i_dim = space.index(dim)
     kept = [d for d in range(rank) if d != dim]  # output dims that are input dims, in order
@@ -104,11 +118,7 @@ def _joined(program: Program, node, space: IndexSpace, stack: bool) -> Source:
             terms = [(space.index(d) if d != dim else f"({i_dim} - start{k})", strides[d]) for d in range(rank)]
         load = f"tl.load(in{k}_ptr + {_offset(terms)}, mask=mask & {sel}, other=0)"
         src.lines.append(f"val = {load}" if k == 0 else f"val = tl.where({sel}, {load}, val)")
-    if stack:
-        src.out_shape = f"[*{exprs[0]}.shape[:{dim}], {len(tensors)}, *{exprs[0]}.shape[{dim}:]]"
-    else:
-        total = " + ".join(f"{e}.shape[{dim}]" for e in exprs)
-        src.out_shape = f"[*{exprs[0]}.shape[:{dim}], {total}, *{exprs[0]}.shape[{dim + 1}:]]"
+    src.out_shape = _joined_shape(exprs, dim, stack)
     return src
 
 
@@ -390,9 +400,7 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     every input's mask: dozens in a DenseNet block)."""
     node = frag.anchor
     stack = node.op == "stack"
-    tensors = [a["value"] for a in node.args[0]]
-    if len({program.values[t].dtype for t in tensors}) > 1:
-        raise Unsupported(f"{node.op} of tensors of different dtypes (PyTorch promotes them)")
+    tensors = _joined_inputs(program, node)
     out_value = node.outputs[0]
     rank = len(program.values[out_value].shape)
     dim = node.attrs["dim"] % rank
@@ -428,27 +436,20 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
         "    mask = (o < outer) & (j < w)  # programs past the last input's tiles copy nothing",
         "    tl.store(dst + o * row + j, tl.load(src + o * s + j, mask=mask), mask=mask)",
     ]
-    # forward: each input with its row stride (a copy only where it has none), the output, the tile
+    # forward: each input with its row stride (a kernel's output: contiguous, its rows its width),
+    # the output, the tile
     locals_ = [f"_in{k}" for k in range(parts)]
+    in_place = [_read_in_place(program, t) for t in tensors]
+    widths = ["_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
+    strides = [f"_s{k}" if in_place[k] else widths[k] for k in range(parts)]
     lines = [f"# {frag.label}: Triton, each input copied into its place"]
-    strides = []
-    for k, (t, e) in enumerate(zip(tensors, exprs)):
-        if _read_in_place(program, t):
-            lines.append(f"_in{k}, _s{k} = _cat_rows({e}, {dim})")
-            strides.append(f"_s{k}")
-        else:
-            lines.append(f"_in{k} = {e}.contiguous()")
-            strides.append("")  # its width, below
+    lines += [f"_in{k}, _s{k} = _cat_rows({e}, {dim})" if in_place[k] else f"_in{k} = {e}.contiguous()"
+              for k, e in enumerate(exprs)]
     first = locals_[0]
-    if stack:
-        shape = f"[*{first}.shape[:{dim}], {parts}, *{first}.shape[{dim}:]]"
-    else:
-        total = " + ".join(f"{l}.shape[{dim}]" for l in locals_)
-        shape = f"[*{first}.shape[:{dim}], {total}, *{first}.shape[{dim + 1}:]]"
-    lines.append(f"_shape = {shape}")
+    lines.append(f"_shape = {_joined_shape(locals_, dim, stack)}")
     # every input's other dims must be the first's: each is read as a block of the output's rows
     for k in range(1, parts):
-        if not _read_in_place(program, tensors[k]):
+        if not in_place[k]:
             continue  # what a kernel of the plan stores: sized as captured, batch and all
         if stack:
             got, want, wanted = f"{locals_[k]}.shape", f"{first}.shape", None
@@ -464,8 +465,6 @@ def _copied(program: Program, frag: Fragment, names: Names) -> Emitted:
     lines += [f"_outer, _inner = {outer}, {inner}",
               f"_row = _shape[{dim}] * _inner"]
     bo, bj = copy_tile([math.prod(_tile_sizes(program, t)[dim:]) for t in tensors])  # each input's run
-    widths = ["_inner" if stack else f"{l}.shape[{dim}] * _inner" for l in locals_]
-    strides = [s or w for s, w in zip(strides, widths)]
     grid = f"(_cdiv(_outer, {bo}) * (_cdiv(_row, {bj}) + {parts}),)"
     lines.append(f"{name}[{grid}]({', '.join(locals_)}, {out}, {', '.join(widths)}, {', '.join(strides)}, "
                  f"_outer, _row, BO={bo}, BJ={bj})")

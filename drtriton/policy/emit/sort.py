@@ -272,6 +272,25 @@ def _launch_outputs(program: Program, frag: Fragment, flat: bool, axis: int, sto
     return lines, args
 
 
+def _count_below(needle: str, count: str, width: str, span: str, chunk: str, prefix: str = "") -> list[str]:
+    """Place-kernel lines: `count` ([width] int64) = how many keys below `needle` ([width]) the
+    row's sorted chunks hold, summed over every chunk (`chunk` the loop's name), each by a
+    binary search over its first `span` keys in STEPS halvings; `prefix` names its variables."""
+    lo, hi, active, mid, probe, below = (prefix + v for v in ("lo", "hi", "active", "mid", "probe", "below"))
+    return [f"{count} = tl.zeros(({width},), tl.int64)",
+            f"for {chunk} in range(0, tl.num_programs(1)):",
+            f"    {lo} = tl.zeros(({width},), tl.int32)",
+            f"    {hi} = tl.full(({width},), {span}, tl.int32)",
+            "    for _ in tl.static_range(STEPS):",
+            f"        {active} = {lo} < {hi}",
+            f"        {mid} = ({lo} + {hi}) // 2",
+            f"        {probe} = tl.load(ws_row + {chunk} * BLOCK + {mid}, mask={active}, other={_INT64_MAX})",
+            f"        {below} = {probe} < {needle}",
+            f"        {lo} = tl.where({active} & {below}, {mid} + 1, {lo})",
+            f"        {hi} = tl.where({active} & ~{below}, {mid}, {hi})",
+            f"    {count} += {lo}"]
+
+
 #: the smallest key of a NaN (`_keys`: every NaN's bits 0x7FC00000, then its index)
 _NAN_KEY = "0x7FC0000000000000"
 
@@ -285,20 +304,9 @@ def _wanted_position(op: str, dtype: str) -> list[str]:
         return ["t = K - 1"]
     if dtype not in _FLOATS:
         return ["t = (R - 1) // 2"]
-    # (names of their own: a name the search loop above assigned would be carried into this one)
-    lines = ["numbers = tl.zeros((1,), tl.int64)",
-             "for e in range(0, tl.num_programs(1)):",
-             "    nlo = tl.zeros((1,), tl.int32)",
-             "    nhi = tl.full((1,), BLOCK, tl.int32)",
-             "    for _ in tl.static_range(STEPS):",
-             "        nactive = nlo < nhi",
-             "        nmid = (nlo + nhi) // 2",
-             f"        nprobe = tl.load(ws_row + e * BLOCK + nmid, mask=nactive, other={_INT64_MAX})",
-             f"        nbelow = nprobe < {_NAN_KEY}",
-             "        nlo = tl.where(nactive & nbelow, nmid + 1, nlo)",
-             "        nhi = tl.where(nactive & ~nbelow, nmid, nhi)",
-             "    numbers += nlo",
-             "nans = R - tl.sum(numbers, axis=0)"]
+    # (names of their own, n...: a name the places' search assigned would be carried into this loop)
+    lines = _count_below(_NAN_KEY, "numbers", "1", "BLOCK", "e", "n")
+    lines.append("nans = R - tl.sum(numbers, axis=0)")
     if op == "median":
         return lines + ["t = tl.where(nans > 0, R - nans, (R - 1) // 2)"]
     return lines + ["t = tl.where(nans < R, (R - nans - 1) // 2, 0)"]
@@ -355,18 +363,8 @@ def _emit_long(program: Program, frag: Fragment, names: Names, flat: bool, axis:
         "    # sorted chunk, found by binary search (in its own chunk, that is its position there)",
         *(f"    {line}" for line in row),
         "    key = tl.load(ws_row + c * BLOCK + tl.arange(0, SPAN))",
-        "    at = tl.zeros((SPAN,), tl.int64)",
-        "    for d in range(0, tl.num_programs(1)):  # (a count of SPAN or more is past the first K anyway)",
-        "        lo = tl.zeros((SPAN,), tl.int32)",
-        "        hi = tl.full((SPAN,), SPAN, tl.int32)",
-        "        for _ in tl.static_range(STEPS):",
-        "            active = lo < hi",
-        "            mid = (lo + hi) // 2",
-        f"            probe = tl.load(ws_row + d * BLOCK + mid, mask=active, other={_INT64_MAX})",
-        "            below = probe < key",
-        "            lo = tl.where(active & below, mid + 1, lo)",
-        "            hi = tl.where(active & ~below, mid, hi)",
-        "        at += lo",
+        "    # (a count of SPAN or more is past the first K anyway)",
+        *(f"    {line}" for line in _count_below("key", "at", "SPAN", "SPAN", "d")),
         *(f"    {line}" for line in stores),
         "    idx = key - ((key >> 32) << 32)  # the low 32 bits: the element's index in the row",
         *(["    val = tl.load(x_ptr + o * R * I + idx * I + i, mask=keep)", "    tl.store(v_out + out, val, mask=keep)"]
