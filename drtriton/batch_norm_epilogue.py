@@ -83,7 +83,7 @@ def _affine(graph: Graph, bn: Node) -> list[Node]:
     nodes: list[Node] = []
 
     def add(target: str, args: list, shape: list, name: str | None = None) -> str:
-        name = name or _fresh(graph, f"{bn.name}_affine")
+        name = name or graph.fresh_name(f"{bn.name}_affine")
         symbolic = list(xv.symbolic) if list(shape) == list(xv.shape) else []
         graph.values[name] = Value(name, list(shape), "torch.float32", "node", symbolic=symbolic)
         node = Node(name, target, args, {}, [name])
@@ -115,9 +115,3 @@ def _affine(graph: Graph, bn: Node) -> list[Node]:
         graph.values.pop(o, None)
     return nodes
 
-
-def _fresh(graph: Graph, stem: str) -> str:
-    i = 0
-    while f"{stem}{i}" in graph.values:
-        i += 1
-    return f"{stem}{i}"

@@ -89,6 +89,15 @@ class Graph:
     def producer(self) -> dict[str, Node]:
         return {out: n for n in self.nodes for out in n.outputs}
 
+    def fresh_name(self, stem: str) -> str:
+        """A name no value or node of the graph has: `stem`, else `stem1`, `stem2`, ..."""
+        taken = set(self.values) | {n.name for n in self.nodes}
+        name, i = stem, 0
+        while name in taken:
+            i += 1
+            name = f"{stem}{i}"
+        return name
+
     def users(self) -> dict[str, list[Node]]:
         uses: dict[str, list[Node]] = {}
         for n in self.nodes:
@@ -298,6 +307,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
 
     from drtriton.ops.aten import SymbolicSize
     from drtriton.rank0 import promote_rank0
+    from drtriton.split_parts import split_parts
 
     static = set(static)  # and the inputs whose sizes an operator fixes (a weight passed to forward)
     while True:
@@ -325,7 +335,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
                 else:
                     raise CaptureError(str(e)) from None
                 continue
-        return promote_rank0(batch_norm_epilogues(recompose(graph if lowered is None else lowered)))
+        return promote_rank0(batch_norm_epilogues(recompose(split_parts(graph if lowered is None else lowered))))
 
 
 def _tensor_reads() -> set:

@@ -32,14 +32,14 @@ def promote_rank0(graph: Graph) -> Graph:
             if graph.values[o].shape:
                 outs.append(o)
                 continue
-            inner = _fresh(graph, f"{o}_as_1")
+            inner = graph.fresh_name(f"{o}_as_1")
             graph.values[inner] = Value(inner, [1], graph.values[o].dtype, "node")
             outs.append(inner)
         before, node.outputs = node.outputs, outs
         nodes.append(node)
         for o, inner in zip(before, outs):
             if o != inner:  # the result as forward reads it, under its own name
-                name = o if not any(n.name == o for n in graph.nodes + nodes) else _fresh(graph, f"{o}_view")
+                name = o if not any(n.name == o for n in graph.nodes + nodes) else graph.fresh_name(f"{o}_view")
                 nodes.append(Node(name, "aten.view.default", [{"value": inner}, []], {}, [o]))
     graph.nodes = nodes
     return graph
@@ -51,15 +51,8 @@ def _over_scalars(graph: Graph, node: Node) -> bool:
 
 
 def _view(graph: Graph, nodes: list[Node], v: str, shape: list[int], stem: str) -> str:
-    name = _fresh(graph, stem)
+    name = graph.fresh_name(stem)
     graph.values[name] = Value(name, list(shape), graph.values[v].dtype, "node")
     nodes.append(Node(name, "aten.view.default", [{"value": v}, list(shape)], {}, [name]))
     return name
 
-
-def _fresh(graph: Graph, stem: str) -> str:
-    name, i = stem, 0
-    while name in graph.values or any(n.name == name for n in graph.nodes):
-        i += 1
-        name = f"{stem}{i}"
-    return name

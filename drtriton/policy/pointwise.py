@@ -148,11 +148,12 @@ class Broadcast:
         return tuple_source(dims)
 
     def strided_args(self, value: str, shape: str, local: str, expr: str | None = None,
-                     beside: str = "an output") -> tuple[list[str], list[str]]:
+                     beside: str = "an output", check: bool = True) -> tuple[list[str], list[str]]:
         """(forward lines, kernel arguments) passing `value` with its own strides, one per dim of
         the shape (0 for the dims it lacks), after a check of its shape against `shape` (a
         forward expression of the broadcast shape): a call at other sizes than the module was
-        converted for must raise, not read out of bounds (a parameter beside a wider input).
+        converted for must raise, not read out of bounds (a parameter beside a wider input);
+        none where `check` is false (`shape` was computed from this value's).
         `local`: a name for it in forward when its expression (`expr`, else the program's) is not
         a plain name; `beside`: what has the broadcast shape, in the message."""
         e = expr or self.program.expr(value)
@@ -172,7 +173,8 @@ class Broadcast:
                                      f"size 1 along dims {tuple(fixed)}")
             return lines, [f"{named}.expand({shape})", f"*{named}.expand({shape}).stride()"]
         want = tuple_source([f"{shape}[{d}]" if d in varying else "1" for d in range(lead, len(self.shape))])
-        lines += shape_check(e, named, f"{named}.shape", want, shape, beside)
+        if check:
+            lines += shape_check(e, named, f"{named}.shape", want, shape, beside)
         return lines, [named] + ["0"] * lead + ([f"*{named}.stride()"] if sizes else [])
 
 
@@ -246,8 +248,11 @@ class PointwiseBlock:
 
     # -- kernel side -------------------------------------------------------------------------
     def full(self, value: str) -> bool:
-        """An operand of the output's own shape: read at the flat offset, no index math."""
-        return self.broadcast.full(value)
+        """An operand read at the flat offset, no index math: of the output's own shape and laid
+        out as it is (made contiguous in forward, where it is already). A view that may reorder
+        its tensor's elements (a transpose, a slice along an inner dim) is read through its
+        strides instead, as a broadcast operand is: no copy before the kernel."""
+        return self.broadcast.full(value) and not reorders(self.program, value)
 
     def varying(self, value: str) -> list[int]:
         """The output dimensions along which a broadcast operand changes."""
@@ -332,7 +337,8 @@ class PointwiseBlock:
                     prelude += shape_check(e, local, f"{local}.shape", shape, shape)
                 args.append(local)
                 continue
-            lines, strided = self.broadcast.strided_args(v, shape, local)
+            lines, strided = self.broadcast.strided_args(v, shape, local,
+                                                         check=f"{self.program.expr(v)}.shape" != made_from)
             prelude += lines
             args += strided
         for v in self.gathered:  # read at computed positions: every dim checked, all strides passed
@@ -358,6 +364,31 @@ class PointwiseBlock:
                         f"positions for sizes {want} along dims {tuple(dims)} (convert it again with inputs shaped "
                         "as you call it)\")"]
         return prelude, args + [self.program.expr(v) for v in self.scalars]
+
+
+#: views whose elements need not be their tensor's, in order
+_REORDERING = {"aten.permute.default", "aten.transpose.int", "aten.t.default", "aten.numpy_T.default",
+               "aten.movedim.int", "aten.select.int", "aten.slice.Tensor", "aten.narrow.default",
+               "aten.diagonal.default", "aten.as_strided.default", "aten.unfold.default"}
+#: views that keep their tensor's layout, strided or not (a copy, `contiguous`, ends the search)
+_SHAPE_ONLY = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.unsqueeze.default",
+               "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.flatten.using_ints",
+               "aten.unflatten.int", "aten.alias.default", "aten.detach.default", "aten.view_as.default",
+               "aten.reshape_as.default"}
+
+
+def reorders(program: Program, value: str) -> bool:
+    """Whether `value` is a view that may not be its tensor's elements in order (a transpose, a
+    slice along an inner dim), through any shape-only views and leading slices of it."""
+    node = program.producer.get(value)
+    while node is not None and (node.target in _SHAPE_ONLY or node.target in _REORDERING):
+        if node.target in _REORDERING:
+            pick = recompute.pick_of(program, node)
+            if pick is None or not recompute.keeps_order(program, pick):
+                return True
+        ins = [v for v in program.inputs_of(node) if program.is_tensor(v)]
+        node = program.producer.get(ins[0]) if ins else None
+    return False
 
 
 def node_expression(program: Program, node: Node, env: dict[str, str]) -> str:

@@ -168,7 +168,7 @@ class Pick:
 _END = 2 ** 63 - 1  # a slice to the end, as captured
 
 
-def _pick(program, node) -> Pick | None:
+def pick_of(program, node) -> Pick | None:
     """The node as a Pick, or None (a size or bound that is not a number, a symbolic dim)."""
     args = node.args
     x = args[0]["value"] if args and isinstance(args[0], dict) and "value" in args[0] else None
@@ -194,6 +194,16 @@ def _pick(program, node) -> Pick | None:
         return None
     start = min(max(start + size if start < 0 else start, 0), size)
     return Pick(x, d, start, step)
+
+
+def keeps_order(program, pick: Pick) -> bool:
+    """Whether the view is its tensor's elements in order, a contiguous run of them where the
+    tensor is contiguous (a slice along the first dim of more than one element, the whole
+    tensor): a kernel reads it flat, with no index arithmetic."""
+    xv = program.values[pick.x]
+    before = xv.shape[:pick.dim]
+    return pick.whole or (pick.step == 1 and all(s == 1 for s in before)
+                          and not any(d in xv.symbolic for d in range(pick.dim)))
 
 
 def _arange_start_step(node) -> tuple | None:
@@ -251,8 +261,9 @@ class _Kinds:
             return False
         ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
         users = program.users.get(n.outputs[0], [])
-        if n.target in PICKS:  # (only a shifted node reads it: no view made in forward)
-            return _pick(program, n) is not None and bool(users) and all(u.name in self.shifted for u in users)
+        if n.target in PICKS:  # (only a shifted node or another pick reads it: no view made in forward)
+            return pick_of(program, n) is not None and bool(users) and all(
+                u.name in self.shifted or (u.target in PICKS and u.outputs[0] in self.candidate) for u in users)
         if n.op == "cat":
             d = n.attrs.get("dim")
             return isinstance(d, int) and d not in out.symbolic and 2 <= len(ins) <= MAX_CAT_BRANCHES and \
@@ -278,6 +289,13 @@ class _Kinds:
         if n.target in ARANGES:
             fits = _static(out) and len(out.shape) == 1 and out.dtype in _TL
             return "position" if fits and _arange_start_step(n) is not None else None
+        if n.target in PICKS:  # an index map onto its tensor, read through its strides
+            pick = pick_of(program, n)
+            if pick is None or keeps_order(program, pick):
+                return None  # (read flat as it is: no index arithmetic)
+            if self.candidate.get(pick.x) == "position":
+                return "position" if _static(out) else None
+            return "read"
         if n.target in RESHAPES or n.target in EXPANDS:
             ins = [v for v in program.inputs_of(n) if program.is_tensor(v)]
             if len(ins) == 1 and _static(out) and (_parameter(program, ins[0]) or
@@ -345,6 +363,8 @@ def recomputed_nodes(program) -> set[str]:
                 if read is not None and kinds.candidate[n.outputs[0]] == "read" else set()
             if kinds.candidate[n.outputs[0]] == "parameter":  # its parameters are loaded where read
                 stored |= {v for v in program.inputs_of(n) if program.is_tensor(v) and _parameter(program, v)}
+            if n.target in PICKS and kinds.candidate[n.outputs[0]] == "read":  # its tensor likewise
+                stored.add(pick_of(program, n).x)
             ins = [v for v in _data_inputs(program, n) if v not in stored and n.name not in kinds.shifted]
             if fill_value(n) is not None and any(_made_by(program, v, recomputed) for v in program.inputs_of(n)):
                 recomputed.discard(n.name)  # shaped as a recomputed value, which forward never makes
@@ -459,7 +479,7 @@ def shape_exprs(program, value: str) -> list[str]:
         if node.op == "cat" and d == node.attrs["dim"]:
             source = str(size)  # (static: see _Kinds._shifted)
         if node.target in PICKS:  # the size of x along the dim it stands for, or its own where picked
-            pick = _pick(program, node)
+            pick = pick_of(program, node)
             e = d + (pick.index is not None and d >= pick.dim)
             picked = e == pick.dim and pick.index is None and not pick.whole
             source = str(size) if picked else size_source(program, pick.x, e)
@@ -569,7 +589,7 @@ class Evaluator:
         if node.op == "cat":
             return self._cat(node, idx)
         if node.target in PICKS:
-            pick = _pick(program, node)
+            pick = pick_of(program, node)
             return self.at(pick.x, pick.source_index(idx))
         from .pointwise import node_expression  # (pointwise imports this module)
         env = {v: self.at(v, aligned(program, v, idx)) for v in program.inputs_of(node) if program.is_tensor(v)}
@@ -707,7 +727,7 @@ def _input_sizes(program, node, a: str, out: list[str]) -> list[str]:
     """The sizes input `a` of an elementwise node, cat or pick is read at, given the node's `out`."""
     av = program.values[a]
     if node.target in PICKS:  # x: the view's sizes, and its own static size along the picked dim
-        pick = _pick(program, node)
+        pick = pick_of(program, node)
         d = pick.dim
         kept = out if pick.index is None else out[:d] + ["?"] + out[d:]
         return [str(s) if e == d and not pick.whole else kept[e] for e, s in enumerate(av.shape)]
@@ -725,11 +745,42 @@ def _tuple(parts: list[str]) -> str:
 def fixed_sizes(program, values: list[str], rank: int) -> dict[int, int]:
     """The sizes recomputed `values` were made for, by dim of an output of `rank` dims they
     broadcast to (aligned right): each static size other than 1."""
-    fixed = {}
+    fixed, memo = {}, {}
     for v in values:
-        if program.producer[v].target in SHAPED_AS_INPUT:  # (`zeros_like(x)`: x's sizes, whatever they are)
-            continue
         vv = program.values[v]
         lead = rank - len(vv.shape)
-        fixed.update({lead + e: s for e, s in enumerate(vv.shape) if s != 1 and e not in vv.symbolic})
+        fixed.update({lead + e: vv.shape[e] for e in _pinned(program, v, memo)
+                      if vv.shape[e] != 1 and e not in vv.symbolic})
     return fixed
+
+
+def _pinned(program, value: str, memo: dict[str, set[int]]) -> set[int]:
+    """The dims of `value` whose traced size its recomputation assumes: a pick's dim and a
+    cat's, and every dim of what is computed from positions (an arange's arithmetic, a read's
+    positions, a reshape of them). Elementwise nodes and picks assume what their inputs do; a
+    stored tensor assumes nothing (its sizes are checked where a kernel reads it), nor does
+    `zeros_like(x)` (x's sizes, whatever they are). So a chunk of a projection read by its
+    gate fixes the chunked dim alone, not the sequence's length."""
+    if value in memo:
+        return memo[value]
+    node = program.producer.get(value)
+    rank = len(program.values[value].shape)
+    if node is None or node.name not in program.recomputed or node.target in SHAPED_AS_INPUT:
+        pinned = set()
+    elif node.target in PICKS:
+        pick = pick_of(program, node)
+        inner = _pinned(program, pick.x, memo)
+        if pick.index is not None:  # a select: the dims after it move down one
+            pinned = {e - (e > pick.dim) for e in inner if e != pick.dim}
+        else:
+            pinned = inner | (set() if pick.whole else {pick.dim})
+    elif node.op == "cat" or (node.op is not None and fill_value(node) is None
+                              and VOCABULARY[node.op].category in POINTWISE and read_of(program, node) is None):
+        pinned = {node.attrs["dim"] % rank} if node.op == "cat" else set()
+        for a in _data_inputs(program, node):
+            lead = rank - len(program.values[a].shape)
+            pinned |= {lead + e for e in _pinned(program, a, memo)}
+    else:
+        pinned = set(range(rank))
+    memo[value] = pinned
+    return pinned
