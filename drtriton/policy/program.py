@@ -86,6 +86,7 @@ class Program:
         except Exception as e:  # a bug in the classification costs the fusion, not the conversion
             self.recomputed = set()
             self.notes.append(f"index arithmetic stored, not recomputed ({describe_exception(e)})")
+        self.recomputed_sizes: dict[str, list[str]] = {}  # recompute.shape_exprs' answers, per value
 
     def same_shape(self, a: str, b: str) -> bool:
         """Two values of one shape at every input size: the same sizes at capture, symbolic in

@@ -451,7 +451,18 @@ def _made_by(program, value: str, recomputed: set[str]) -> bool:
 
 def shape_exprs(program, value: str) -> list[str]:
     """A recomputed value's sizes as forward expressions: numbers where static, else the size of
-    the tensor an index read takes that dimension from."""
+    the tensor an index read takes that dimension from. Kept per program (`recomputed_sizes`):
+    each size follows an input's, and a deep cone of slices and arithmetic (a volume's grid
+    sampled at its three coordinates) would otherwise be walked once per path through it."""
+    memo = getattr(program, "recomputed_sizes", None)
+    if memo is None:
+        return _shape_exprs(program, value)
+    if value not in memo:
+        memo[value] = _shape_exprs(program, value)
+    return list(memo[value])
+
+
+def _shape_exprs(program, value: str) -> list[str]:
     v = program.values[value]
     node = program.producer[value]
     read = read_of(program, node)
