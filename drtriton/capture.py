@@ -89,9 +89,10 @@ class Graph:
     def producer(self) -> dict[str, Node]:
         return {out: n for n in self.nodes for out in n.outputs}
 
-    def fresh_name(self, stem: str) -> str:
-        """A name no value or node of the graph has: `stem`, else `stem1`, `stem2`, ..."""
-        taken = set(self.values) | {n.name for n in self.nodes}
+    def fresh_name(self, stem: str, more: tuple[str, ...] | set[str] = ()) -> str:
+        """A name no value or node of the graph has, nor any of `more` (a pass's new nodes, not
+        in the graph yet): `stem`, else `stem1`, `stem2`, ..."""
+        taken = set(self.values) | {n.name for n in self.nodes} | set(more)
         name, i = stem, 0
         while name in taken:
             i += 1

@@ -28,7 +28,7 @@ def split_parts(graph: Graph) -> Graph:
         for i, (out, (start, end)) in enumerate(zip(node.outputs, bounds)):
             if out not in read:
                 continue  # (a part nobody reads: no view in forward)
-            name = graph.fresh_name(f"{node.name}_{i}")
+            name = graph.fresh_name(f"{node.name}_{i}", {n.name for n in nodes})
             if node.target == "aten.unbind.int":
                 nodes.append(Node(name, "aten.select.int", [{"value": x}, dim, start], {}, [out]))
             else:

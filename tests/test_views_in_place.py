@@ -119,3 +119,69 @@ def test_a_view_of_the_wrong_size_is_refused_with_a_clear_error(tmp_path, monkey
     model = _load(cand.source, tmp_path).ModelNew()
     with pytest.raises(ValueError, match="convert it again with inputs shaped as you call it"):
         model(torch.randn(2, 5, 3), torch.randn(2, 3, 4))
+
+
+PARAMETER_HALVES = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.p = nn.Parameter(torch.randn(16, 64))
+
+    def forward(self, x):
+        scale, shift = self.p.chunk(2, -1)
+        return x * scale + shift
+
+
+def get_inputs():
+    return [torch.randn(4, 16, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_parameter_read_through_a_slice_fixes_all_its_sizes(tmp_path, monkeypatch):
+    # a parameter is never size-checked where a kernel reads it: a pick of it assumes every one
+    # of its sizes, so a wider input must raise, not read past the parameter's end
+    _, cand = first_candidate(PARAMETER_HALVES)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = _load(cand.source, tmp_path).ModelNew()
+    ns: dict = {}
+    exec(PARAMETER_HALVES, ns)
+    model.load_state_dict(ns["Model"]().state_dict())
+    x = torch.randn(2, 16, 32)
+    torch.testing.assert_close(model(x), x * model.p[:, :32] + model.p[:, 32:])
+    with pytest.raises(ValueError, match="convert it again with inputs shaped as you call it"):
+        model(torch.randn(4, 32, 32))
+
+
+def test_a_transposed_operand_with_a_size_one_dim_is_checked(tmp_path, monkeypatch):
+    # read through its strides, it is indexed only along the dims it varies in: a size of 1
+    # that grows at the call would repeat one column, so the call is refused instead
+    _, cand = first_candidate(source("x.transpose(1, 2) + 1.0", "torch.randn(2, 8, 1)"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = _load(cand.source, tmp_path).ModelNew()
+    x = torch.randn(3, 8, 1)
+    torch.testing.assert_close(model(x), x.transpose(1, 2) + 1.0)
+    with pytest.raises(ValueError, match="convert it again with inputs shaped as you call it"):
+        model(torch.randn(2, 8, 3))
+
+
+def test_a_small_output_read_from_a_large_tensor_can_take_64_bit_offsets():
+    # the last position's row of a batch of sequences: the tensor read through its strides follows
+    # the batch, so whether its offsets need 64 bits is decided at the call by its size too
+    _, cand = first_candidate(source("x[:, -1, :] * 2.0", "torch.randn(2, 8, 6)"))
+    assert "x.numel() > 2**30" in cand.source.split("def forward")[1], cand.source
+
+
+def test_parts_of_two_tuple_views_get_names_of_their_own():
+    src = source("(lambda xs, hs: xs[1] + hs[0][:, :4])(x.unbind(1), y.unbind(0))",
+                 "torch.randn(2, 12, 4), torch.randn(3, 2, 4)", args="x, y")
+    _, graph, _ = capture(src)
+    names = [n.name for n in graph.nodes]
+    assert len(names) == len(set(names)), names

@@ -312,6 +312,15 @@ class PointwiseBlock:
     def expression(self, node: Node, env: dict[str, str]) -> str:
         return node_expression(self.program, node, env)
 
+    def reach(self, limit: int) -> list[str]:
+        """Forward expressions of the tensors the kernel reads through their strides that may
+        hold more than `limit` elements (traced so, or sized by the batch): a small output may
+        read into such a tensor (the last token's logits of a long sequence), and its offsets
+        then need 64 bits too."""
+        values = [v for v in self.operands if not self.full(v)] + self.gathered
+        return [self.program.expr(v) for v in values
+                if self.program.values[v].symbolic or math.prod(self.program.values[v].shape) > limit]
+
     # -- launcher side -----------------------------------------------------------------------
     def shape_source(self) -> str:
         """The output's shape as forward computes it from the operands, before the output exists."""
@@ -337,8 +346,10 @@ class PointwiseBlock:
                     prelude += shape_check(e, local, f"{local}.shape", shape, shape)
                 args.append(local)
                 continue
-            lines, strided = self.broadcast.strided_args(v, shape, local,
-                                                         check=f"{self.program.expr(v)}.shape" != made_from)
+            # (no check where the shape came from it, unless a dim it does not vary along, a
+            # static size of 1, could be another size in that shape: then it must stay 1)
+            made_here = f"{self.program.expr(v)}.shape" == made_from and len(self.varying(v)) == len(self.shape)
+            lines, strided = self.broadcast.strided_args(v, shape, local, check=not made_here)
             prelude += lines
             args += strided
         for v in self.gathered:  # read at computed positions: every dim checked, all strides passed
@@ -382,13 +393,22 @@ def reorders(program: Program, value: str) -> bool:
     slice along an inner dim), through any shape-only views and leading slices of it."""
     node = program.producer.get(value)
     while node is not None and (node.target in _SHAPE_ONLY or node.target in _REORDERING):
-        if node.target in _REORDERING:
-            pick = recompute.pick_of(program, node)
-            if pick is None or not recompute.keeps_order(program, pick):
-                return True
         ins = [v for v in program.inputs_of(node) if program.is_tensor(v)]
+        if node.target in _REORDERING and not _in_order(program, node, ins):
+            return True
         node = program.producer.get(ins[0]) if ins else None
     return False
+
+
+def _in_order(program: Program, node: Node, ins: list[str]) -> bool:
+    """A slice or select that keeps its tensor's elements in order (along its leading dim, step
+    1, whatever its bounds: `x[:n]` of a compaction's count too)."""
+    args = node.args
+    if node.target not in recompute.PICKS or len(ins) != 1 or len(args) < 2 or not isinstance(args[1], int):
+        return False
+    rank = len(program.values[ins[0]].shape)
+    step = args[4] if node.target == "aten.slice.Tensor" and len(args) > 4 else 1
+    return rank > 0 and isinstance(step, int) and recompute.in_order(program, ins[0], args[1] % rank, step)
 
 
 def node_expression(program: Program, node: Node, env: dict[str, str]) -> str:

@@ -200,10 +200,14 @@ def keeps_order(program, pick: Pick) -> bool:
     """Whether the view is its tensor's elements in order, a contiguous run of them where the
     tensor is contiguous (a slice along the first dim of more than one element, the whole
     tensor): a kernel reads it flat, with no index arithmetic."""
-    xv = program.values[pick.x]
-    before = xv.shape[:pick.dim]
-    return pick.whole or (pick.step == 1 and all(s == 1 for s in before)
-                          and not any(d in xv.symbolic for d in range(pick.dim)))
+    return pick.whole or in_order(program, pick.x, pick.dim, pick.step)
+
+
+def in_order(program, x: str, dim: int, step: int) -> bool:
+    """Whether picking along `dim` of `x` with `step` keeps x's elements in order: a step of 1
+    along its leading dim (past static sizes of 1), whatever the bounds."""
+    xv = program.values[x]
+    return step == 1 and all(s == 1 for s in xv.shape[:dim]) and not any(d in xv.symbolic for d in range(dim))
 
 
 def _arange_start_step(node) -> tuple | None:
@@ -769,14 +773,17 @@ def _pinned(program, value: str, memo: dict[str, set[int]]) -> set[int]:
     """The dims of `value` whose traced size its recomputation assumes: a pick's dim and a
     cat's, and every dim of what is computed from positions (an arange's arithmetic, a read's
     positions, a reshape of them). Elementwise nodes and picks assume what their inputs do; a
-    stored tensor assumes nothing (its sizes are checked where a kernel reads it), nor does
+    stored tensor assumes nothing (its sizes are checked where a kernel reads it) but a
+    parameter or buffer (read unchecked: its own sizes, every one of them), nor does
     `zeros_like(x)` (x's sizes, whatever they are). So a chunk of a projection read by its
     gate fixes the chunked dim alone, not the sequence's length."""
     if value in memo:
         return memo[value]
     node = program.producer.get(value)
     rank = len(program.values[value].shape)
-    if node is None or node.name not in program.recomputed or node.target in SHAPED_AS_INPUT:
+    if node is None and _parameter(program, value):
+        pinned = set(range(rank))  # (never size-checked where read: its sizes are the converted ones)
+    elif node is None or node.name not in program.recomputed or node.target in SHAPED_AS_INPUT:
         pinned = set()
     elif node.target in PICKS:
         pick = pick_of(program, node)

@@ -125,7 +125,8 @@ def require_private_prologue(program, frag) -> None:
 MAX_GRID_1 = 65535
 #: outputs of more elements than this use 64-bit offsets (a block past the end must not wrap a
 #: 32-bit offset; 64-bit division costs several times more)
-WIDE = "2**30"
+WIDE_ELEMENTS = 2**30
+WIDE = f"2**{WIDE_ELEMENTS.bit_length() - 1}"  # (as generated code writes it)
 
 
 def flat_blocks() -> list[str]:

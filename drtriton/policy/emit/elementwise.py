@@ -23,7 +23,7 @@ import math
 
 from ..pointwise import IndexSpace, PointwiseBlock
 from ..program import Fragment, Program
-from . import (MAX_GRID_1, WIDE, Emitted, Names, allocate_outputs, flat_blocks, row_blocks,
+from . import (MAX_GRID_1, WIDE, WIDE_ELEMENTS, Emitted, Names, allocate_outputs, flat_blocks, row_blocks,
                stored_values)
 
 # One configuration, as Inductor launches pointwise kernels: a bandwidth-bound kernel runs within
@@ -49,6 +49,8 @@ def row_split(block: PointwiseBlock) -> int | None:
     if not varying:
         return None  # no broadcast operand to index: flat is as good
     k = min(max(varying) + 1, len(shape) - 1)
+    if None in shape[k:]:
+        return None  # (a size known only at the call: a compaction's count)
     inner = math.prod(shape[k:])
     if k < 1 or inner < MIN_ROW or -(-inner // BLOCK) > MAX_GRID_1:
         return None
@@ -97,7 +99,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         lines.append(f"_block = {BLOCK} if _inner > {BLOCK // 2} else {BLOCK // 2}")
         grid, block_size = "(_n // max(_inner, 1), _cdiv(_inner, _block))", "_block"
         counts = ["_inner"]
-    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE=_n > {WIDE}, "
+    wide = " or ".join([f"_n > {WIDE}"] + [f"{e}.numel() > {WIDE}" for e in block.reach(WIDE_ELEMENTS)])
+    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE={wide}, "
                  f"BLOCK={block_size}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
 
