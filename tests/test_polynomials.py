@@ -132,7 +132,9 @@ def test_a_number_as_degree_and_two_helpers_in_one_fused_kernel(cpu_verifier):
     a tensor degree, fused into one kernel: each helper defined once in the module."""
     expr = ("torch.special.chebyshev_polynomial_u(x[..., 0], 11) * 0.5 "
             "+ torch.special.legendre_polynomial_p(x[..., 0], x[..., 1])")
-    cand = check(cpu_verifier, source(expr, _GRID), ["chebyshev_polynomial_u", "legendre_polynomial_p"])
+    # (both computed in the add's kernel, where the columns they read are index maps onto x)
+    cand = check(cpu_verifier, source(expr, _GRID), ["add"])
+    assert len(cand.plan) == 1, cand.plan
     assert cand.source.count("def _chebyshev_polynomial_u(") == 1
     assert cand.source.count("def _legendre_polynomial_p(") == 1
     assert "def _hermite_polynomial_h(" not in cand.source
@@ -143,4 +145,5 @@ def test_float64_keeps_its_dtype_and_hermites_higher_limit(cpu_verifier):
     grid = "torch.tensor([[a, b] for a in (-0.5, 0.5, 1.0, 2.0) for b in (0.0, 3.0, 127.0, 129.0, 200.0, 513.0)])"
     expr = ("torch.special.hermite_polynomial_h(x[..., 0].double(), x[..., 1]) * 1e-200 "
             "+ torch.special.chebyshev_polynomial_w(x[..., 0].double(), x[..., 1])")
-    check(cpu_verifier, source(expr, grid), ["hermite_polynomial_h", "chebyshev_polynomial_w"])
+    cand = check(cpu_verifier, source(expr, grid), ["add"])  # (both computed in its kernel)
+    assert "def _hermite_polynomial_h(" in cand.source and "def _chebyshev_polynomial_w(" in cand.source
