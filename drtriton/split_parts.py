@@ -19,6 +19,7 @@ def split_parts(graph: Graph) -> Graph:
     returned); in place."""
     read = set(graph.users()) | set(graph.roots())
     nodes: list[Node] = []
+    added: set[str] = set()  # the new nodes' names (not in the graph until the end)
     for node in graph.nodes:
         parts = _parts(graph, node)
         if parts is None:
@@ -28,7 +29,8 @@ def split_parts(graph: Graph) -> Graph:
         for i, (out, (start, end)) in enumerate(zip(node.outputs, bounds)):
             if out not in read:
                 continue  # (a part nobody reads: no view in forward)
-            name = graph.fresh_name(f"{node.name}_{i}", {n.name for n in nodes})
+            name = graph.fresh_name(f"{node.name}_{i}", added)
+            added.add(name)
             if node.target == "aten.unbind.int":
                 nodes.append(Node(name, "aten.select.int", [{"value": x}, dim, start], {}, [out]))
             else:

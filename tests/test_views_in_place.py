@@ -180,7 +180,9 @@ def test_a_small_output_read_from_a_large_tensor_can_take_64_bit_offsets():
 
 
 def test_parts_of_two_tuple_views_get_names_of_their_own():
-    src = source("(lambda xs, hs: xs[1] + hs[0][:, :4])(x.unbind(1), y.unbind(0))",
+    # the second unbind is export's `unbind_1`, so the first's part 1 is `unbind_11`: the name
+    # its part 11 would take too
+    src = source("(lambda xs, hs: xs[1] + xs[11] + hs[0][:, :4])(x.unbind(1), y.unbind(0))",
                  "torch.randn(2, 12, 4), torch.randn(3, 2, 4)", args="x, y")
     _, graph, _ = capture(src)
     names = [n.name for n in graph.nodes]

@@ -759,7 +759,8 @@ def _tuple(parts: list[str]) -> str:
 
 def fixed_sizes(program, values: list[str], rank: int) -> dict[int, int]:
     """The sizes recomputed `values` were made for, by dim of an output of `rank` dims they
-    broadcast to (aligned right): each static size other than 1."""
+    broadcast to (aligned right): each static size other than 1 that their index arithmetic
+    assumes (`_pinned`)."""
     fixed, memo = {}, {}
     for v in values:
         vv = program.values[v]
