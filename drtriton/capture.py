@@ -302,6 +302,7 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
     import torch.fx.experimental._config as fx_config
 
     from drtriton.batch_norm_epilogue import batch_norm_epilogues
+    from drtriton.elide_copies import elide_copies
     from drtriton.masked_update import push_elementwise_into_masked_updates
     from drtriton.recompose import recompose
     from drtriton.symbolic_forms import SymbolicForms
@@ -336,7 +337,8 @@ def _trace(model, inputs: list, reads: list | None, oblivious: bool = False,
                 else:
                     raise CaptureError(str(e)) from None
                 continue
-        return promote_rank0(batch_norm_epilogues(recompose(split_parts(graph if lowered is None else lowered))))
+        graph = split_parts(graph if lowered is None else lowered)
+        return promote_rank0(batch_norm_epilogues(recompose(elide_copies(graph))))
 
 
 def _tensor_reads() -> set:

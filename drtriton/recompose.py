@@ -195,7 +195,8 @@ def _both_orders(terms: list[str]) -> list[tuple[str, str]]:
 
 
 def _scores(name: str, graph: Graph, producer: dict, users: dict) -> tuple[str, str, float, list[Node]] | None:
-    """(q, k, scale, the nodes) where `name` is matmul(q, k^T), times or divided by a constant."""
+    """(q, k, scale, the nodes) where `name` is matmul(q, k^T), times or divided by a constant,
+    q perhaps scaled by one too."""
     scale, chain = 1.0, []
     scaled = _only_reader(producer.get(name), users, "mul_scalar", "div_scalar")
     if scaled is not None:
@@ -208,7 +209,18 @@ def _scores(name: str, graph: Graph, producer: dict, users: dict) -> tuple[str, 
         return None
     q, kt = value_refs(product.args)
     k = kt if product.attrs.get("transpose_b") else _untransposed(producer.get(kt), graph.values)
-    return (q, k, scale, chain + [product]) if k is not None else None
+    if k is None:
+        return None
+    chain.append(product)
+    # a query scaled before the product (Swin's and many hand-written blocks' `q * d ** -0.5`):
+    # the product's scale, with no pass over the query of its own
+    scaled = _only_reader(producer.get(q), users, "mul_scalar", "div_scalar") if q != k else None
+    if scaled is not None:
+        c = float(scaled.attrs["value"])
+        scale *= c if scaled.op == "mul_scalar" else 1.0 / c
+        chain.append(scaled)
+        q = _input(scaled)
+    return q, k, scale, chain
 
 
 def _passes_through(node: Node, values: dict) -> bool:

@@ -214,6 +214,16 @@ class T5Attention(nn.Module):  # no scale; a position bias added
         return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(3, 2)) + self.bias, dim=-1), v)
 
 
+class SwinAttention(nn.Module):  # the query scaled before the product, a bias added
+    def __init__(self):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(1, 2, 5, 7))
+
+    def forward(self, q, k, v):
+        q = q * 8 ** -0.5
+        return (q @ k.transpose(-2, -1) + self.bias).softmax(-1) @ v
+
+
 class WeightsReturned(nn.Module):  # output_attentions: the weights are an output, so they stay
     def forward(self, q, k, v):
         w = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
@@ -238,11 +248,13 @@ def test_hand_written_attention_becomes_one_operator():
     q, k, v = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 6)
     cases = [(BertAttention(), (q, k, v, torch.randn(2, 1, 1, 7)), "masked_attention", 8 ** -0.5),
              (VitAttention(), (q, k, v), "scaled_dot_product_attention", 0.25),
-             (T5Attention(), (q, k, v), "masked_attention", 1.0)]
+             (T5Attention(), (q, k, v), "masked_attention", 1.0),
+             (SwinAttention(), (q, k, v), "masked_attention", 8 ** -0.5)]
     for module, inputs, op, scale in cases:
         nodes = _nodes(module, *inputs)
         found = [n.op for n in nodes]
-        assert found.count(op) == 1 and not {"matmul", "softmax", "add", "div_scalar"} & set(found), (module, found)
+        assert found.count(op) == 1 and not {"matmul", "softmax", "add", "div_scalar", "mul_scalar"} & set(found), \
+            (module, found)
         (node,) = [n for n in nodes if n.op == op]
         assert node.attrs["scale"] == pytest.approx(scale) and not node.attrs.get("enable_gqa")
 

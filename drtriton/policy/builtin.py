@@ -20,6 +20,7 @@ from .compose import Foreign, embed
 from .emit import Emitted, Names, Unsupported, bound_tuning, sizes_follow_data
 from .emit import (attention, batchnorm, conv, copies, elementwise, factorization, gather, grouped, loss, matmul, norms,
                    pool, pytorch, recurrent, rows, scan, scatter, segment, sort)
+from . import per_shape
 from .module import assemble
 from .program import MAX_FRAGMENT_OPS, Fragment, Program
 
@@ -212,7 +213,9 @@ class BuiltinPolicy:
         module (a `Foreign`), or PyTorch for PYTORCH (mixed mode). Raises Unsupported when the
         plan cannot be built in this mode."""
         names = Names()
-        kernels, lines, plan, notes = [], size_guards(program.graph), [], []
+        kernels, plan, notes = [], [], []
+        blocks: list[tuple[list[str], bool]] = []  # each fragment's forward lines; computed once per shape?
+        shaped = per_shape.shape_only(program)
         policies: set[str] = set()
         pytorch_compute = False
         # nothing but views, copies and allocations: the copies and fills run in Triton
@@ -268,13 +271,14 @@ class BuiltinPolicy:
                 raise Unsupported(f"{frag.label} needs PyTorch in strict mode")
             pytorch_compute |= emitted.pytorch_compute
             kernels += emitted.kernels
-            lines += emitted.lines
+            once = not isinstance(variant, Foreign) and per_shape.hoisted(program, frag, shaped)
+            blocks.append((emitted.lines, once))
             if frag.kind != "view" or id(frag) in materialised:
-                plan.append(f"{frag.label}: {how}")
+                plan.append(f"{frag.label}: {how}{', once per input shape' if once else ''}")
         if not kernels:
             left = "; ".join(line for line in plan if line.endswith(": PyTorch"))
             raise Unsupported(f"no fragment runs in Triton ({left or 'views only'})")
-        lines += _checks(program)
+        lines = size_guards(program.graph) + per_shape.forward_lines(program, blocks) + _checks(program)
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         if program.rewrites:

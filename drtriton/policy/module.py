@@ -24,6 +24,7 @@ from .cse import name_common_subexpressions
 from .emit import bound_tuning
 from .emit.gather import cat_rows
 from .emit.matmul import aligned_rows, split_k
+from .per_shape import keep, per_shape
 
 HEADER = """import math
 import operator
@@ -48,8 +49,9 @@ HOST_HELPERS = {
     "_batch_strides": "def _batch_strides(t, n):\n    lead = t.dim() - 2\n"
                       "    return [t.stride(d) if d >= 0 and t.shape[d] > 1 else 0 for d in range(lead - n, lead)]",
 }
-# the emitters' host decisions (the matrix product's, the copying cat's view of an input), defined and tested once there
-for _fn in (split_k, aligned_rows, cat_rows):
+# the emitters' host decisions (the matrix product's, the copying cat's view of an input) and the
+# values kept per input shape (per_shape.py), defined and tested once there
+for _fn in (split_k, aligned_rows, cat_rows, per_shape, keep):
     HOST_HELPERS["_" + _fn.__name__] = re.sub(r"^def \w+", f"def _{_fn.__name__}", inspect.getsource(_fn)).strip()
 
 

@@ -512,6 +512,7 @@ class CandidateHarness:
         self.compile_note = ""
         self.candidate = None
         self.candidate_module = None
+        self.warmed: set = set()  # input shapes the candidate was called with (`_warm_up`)
         self.kernels: set[str] = set()
         self.candidate_file = None
         self.mode = "strict"
@@ -620,6 +621,7 @@ class CandidateHarness:
             except Exception as e:
                 raise self._candidate_error(e)
         self.candidate = candidate
+        self.warmed = set()
         self.candidate_source = (req["source"], req["class_name"])
         stopped = None
         if self.device == "cuda":  # every kernel compiled at once, before the first call
@@ -690,6 +692,26 @@ class CandidateHarness:
             launches = self.recorder.end_call()
         return out, launches
 
+    def _warm_up(self, inputs: list, req: dict) -> None:
+        """The first time the candidate sees these input shapes, one call it is not judged by,
+        with other values of the same shapes (the next seed's): a module that computes what
+        depends on the shapes alone once per shape (`policy/per_shape.py`; torch.compile, too,
+        specialises on its first call with a shape) is then recorded, compared and timed as it
+        runs from then on. Other values, so nothing that call leaves behind answers the judged
+        one; its launches and PyTorch work are not looked at, its faults are the candidate's."""
+        key = _shapes_key(inputs)
+        if key in self.warmed:
+            return
+        self.warmed.add(key)
+        seed = req["seed"] + 1
+        if req.get("other_shapes"):
+            made = self.runtime.make_other_inputs(seed)
+            other = None if isinstance(made, str) else made[0]
+        else:
+            other = self.runtime.make_inputs(seed, fingerprinted=False)[0]
+        if other is not None and _shapes_key(other) == key:
+            self._call_candidate(other, None)
+
     def op_run(self, req: dict) -> dict:
         if self.candidate is None:
             raise CandidateFault("failed", "no candidate loaded")
@@ -705,6 +727,7 @@ class CandidateHarness:
             if req.get("reuse_buffers"):
                 inputs = _into_buffers(inputs, self.last_inputs)
             self.last_inputs = inputs
+        self._warm_up(inputs, req)
         saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         for _ in range(req.get("extra_calls", 0)):  # vary the call count (warm-up tricks)
             self._call_candidate(inputs, None)
@@ -1205,6 +1228,12 @@ def _into_buffers(fresh: list, buffers: list) -> list:
         else:
             out.append(new)
     return out
+
+
+def _shapes_key(inputs: list) -> tuple:
+    """What a call's inputs are, values aside: each tensor's shape, dtype and device, each other
+    argument as it is written."""
+    return tuple((tuple(v.shape), v.dtype, v.device) if isinstance(v, torch.Tensor) else repr(v) for v in inputs)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
