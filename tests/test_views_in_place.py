@@ -187,3 +187,33 @@ def test_parts_of_two_tuple_views_get_names_of_their_own():
     _, graph, _ = capture(src)
     names = [n.name for n in graph.nodes]
     assert len(names) == len(set(names)), names
+
+
+@pytest.mark.parametrize("expr,inputs,tiles", [
+    ("x + y.transpose(1, 2)", "torch.randn(2, 40, 24), torch.randn(2, 24, 40)", "1 and 2"),
+    ("x + y.permute(0, 2, 3, 1)", "torch.randn(2, 5, 20, 24), torch.randn(2, 24, 5, 20)", "2 and 3"),  # NCHW beside NHWC
+    ("x - y.permute(0, 3, 1, 2)", "torch.randn(2, 24, 5, 20), torch.randn(2, 5, 20, 24)", "1 and 3"),  # a dim between
+    ("x * y.t()", "torch.randn(40, 24), torch.randn(24, 40)", "0 and 1"),
+], ids=["transpose", "nchw-to-nhwc", "dim-between", "matrix"])
+def test_a_transposed_operand_is_read_in_tiles_along_its_contiguous_dim(tmp_path, monkeypatch, expr, inputs, tiles):
+    # (issue 17: a flat block read such an operand 32 rows apart per warp, at half the bandwidth)
+    src = source(expr, inputs, args="x, y")
+    _, cand = first_candidate(src)
+    assert f"as tiles of dims {tiles}" in cand.source, cand.source
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    model = _load(cand.source, tmp_path).ModelNew()
+    ns: dict = {}
+    exec(src, ns)
+    x, y = ns["get_inputs"]()
+    if x.dim() > 2:  # three times the batch: a partial tile along neither dim, other rows
+        x, y = torch.cat([x, x + 1.0, x * 3.0]), torch.cat([y, y * 2.0, y - 1.0])
+    assert torch.equal(model(x, y), ns["Model"]()(x, y))
+
+
+def test_tiles_need_an_operand_laid_out_along_another_dim():
+    # operands contiguous along the last dim, or a transposed one that is a column (it changes
+    # along one dim only): flat or rows as before
+    for expr, inputs in (("x + y", "torch.randn(2, 40, 24), torch.randn(2, 40, 24)"),
+                         ("x + y.transpose(1, 2)", "torch.randn(2, 40, 24), torch.randn(2, 1, 40)")):
+        _, cand = first_candidate(source(expr, inputs, args="x, y"))
+        assert "as tiles" not in cand.source and "add_kernel" in cand.source, (expr, cand.source)

@@ -400,6 +400,43 @@ def reorders(program: Program, value: str) -> bool:
     return False
 
 
+def fast_dim(program: Program, value: str) -> int | None:
+    """The dim along which `value` is laid out contiguously (stride 1), where it is a view
+    through permutes, transposes, slices, selects and unsqueezes of a tensor laid out densely in
+    order (what kernels write; inputs and parameters as usual): its last dim, permuted as the
+    views permute it. Only speed depends on it (kernels read such views through their strides).
+    None where a view in between could lay it out otherwise (a reshape of a transpose) or the
+    contiguous dim was selected away."""
+    node = program.producer.get(value)
+    rank = len(program.values[value].shape)
+    if node is None or (node.target not in _SHAPE_ONLY and node.target not in _REORDERING):
+        return rank - 1 if rank else None
+    ins = [v for v in program.inputs_of(node) if program.is_tensor(v)]
+    if len(ins) != 1:
+        return None
+    inner, args = fast_dim(program, ins[0]), node.args
+    in_rank = len(program.values[ins[0]].shape)
+    if inner is None or not in_rank:
+        return None
+    if node.target == "aten.permute.default":
+        dims = [d % in_rank for d in args[1]]
+        return dims.index(inner)
+    if node.target in ("aten.transpose.int", "aten.t.default", "aten.numpy_T.default"):
+        a, b = (args[1] % in_rank, args[2] % in_rank) if node.target == "aten.transpose.int" else (0, 1)
+        return b if inner == a else a if inner == b else inner
+    if node.target in ("aten.slice.Tensor", "aten.alias.default", "aten.detach.default"):
+        return inner
+    if node.target == "aten.select.int":
+        d = args[1] % in_rank
+        return None if d == inner else inner - (d < inner)
+    if node.target == "aten.unsqueeze.default":
+        d = args[1] % (in_rank + 1)
+        return inner + (d <= inner)
+    # a reshape: its last dim is contiguous where its tensor's is (a reshape that cannot keep
+    # that copies, contiguous); else it may merge the contiguous dim with another
+    return rank - 1 if inner == in_rank - 1 else None
+
+
 def _in_order(program: Program, node: Node, ins: list[str]) -> bool:
     """A slice or select that keeps its tensor's elements in order (along its leading dim, step
     1, whatever its bounds: `x[:n]` of a compaction's count too)."""

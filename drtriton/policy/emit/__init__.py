@@ -181,6 +181,29 @@ def row_blocks(k: int, rank: int) -> tuple[list[str], list[Axes]]:
     return lines, axes
 
 
+def tile_blocks(t: int, rank: int) -> tuple[list[str], list[Axes]]:
+    """A program per (row of the dims other than t and the last, BT x BC tile of dims t and
+    last) over a contiguous output: the kernel lines declaring `offs` and `mask` (2-D, 64-bit
+    when the kernel's WIDE is set) and the Axes saying where an element is. A tensor laid out
+    contiguously along t (a transpose's) is then read along t a column of the tile at a time,
+    where a flat block reads it 32 rows apart per warp. Kernel parameters: the sizes
+    `size0..size{rank-1}` and `mid`, the elements of the dims between t and the last. Launch
+    with a grid of (numel // (size t * size last), cdiv(size t, BT), cdiv(size last, BC))."""
+    st, sc = f"size{t}", f"size{rank - 1}"
+    lines = ["row = tl.program_id(0)",
+             "it = (tl.program_id(1) * BT + tl.arange(0, BT))[:, None]",
+             "ic = (tl.program_id(2) * BC + tl.arange(0, BC))[None, :]",
+             "if WIDE:",
+             "    row, it, ic = row.to(tl.int64), it.to(tl.int64), ic.to(tl.int64)",
+             "outer = row // mid",
+             "between = row % mid",
+             f"mask = (it < {st}) & (ic < {sc})",
+             f"offs = ((outer * {st} + it) * mid + between) * {sc} + ic"]
+    axes = [Axes("outer", 0, t - 1, scalar=True), Axes("it", t, t), Axes("between", t + 1, rank - 2, scalar=True),
+            Axes("ic", rank - 1, rank - 1)]
+    return lines, [a for a in axes if a.first <= a.last]
+
+
 def chan_merge(n: str, mean: str, m2: str) -> list[str]:
     """Lines merging partial statistics (count `n`, `mean`, sum of squared deviations `m2`) into
     the running `count`, `mean`, `m2`: Chan et al.'s parallel formula, exact and free of the

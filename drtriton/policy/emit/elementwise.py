@@ -9,6 +9,12 @@ bias) through their strides, along the dimensions where they change. Two layouts
   number, once per program, a scalar load. An operand that changes along the last dimension
   makes every other dimension a row, and reads its column at `cols` times its stride. No
   per-element division.
+- tiles: when an operand read through its strides is laid out contiguously along another dim
+  than the output's last (`x + y.transpose(1, 2)`, a permuted NCHW tensor beside NHWC), a
+  program owns a BT x BC tile of that dim and the last (Inductor's tiled pointwise): each load
+  and the store run along their own contiguous dim, Triton moving the tile between the two
+  layouts through shared memory. A flat block reads such an operand 32 rows apart per warp, at
+  half the bandwidth (1.7 against 3.7 TB/s on an H200, session 37).
 - flat: otherwise, BLOCK consecutive elements of the flat output; a broadcast operand's indices
   come from dividing the offset.
 
@@ -21,10 +27,10 @@ from __future__ import annotations
 
 import math
 
-from ..pointwise import IndexSpace, PointwiseBlock
+from ..pointwise import IndexSpace, PointwiseBlock, fast_dim
 from ..program import Fragment, Program
 from . import (MAX_GRID_1, WIDE, WIDE_ELEMENTS, Emitted, Names, allocate_outputs, flat_blocks, row_blocks,
-               stored_values)
+               stored_values, tile_blocks)
 
 # One configuration, as Inductor launches pointwise kernels: a bandwidth-bound kernel runs within
 # a few percent of its best at 1024 elements and 4 warps a program, while an autotuner costs
@@ -33,6 +39,9 @@ from . import (MAX_GRID_1, WIDE, WIDE_ELEMENTS, Emitted, Names, allocate_outputs
 BLOCK, NUM_WARPS = 1024, 4
 #: the rows layout needs at least this many elements a row (fewer: most of a block is masked)
 MIN_ROW = 512
+#: the tiles layout: a tile's sides (at most; a power of two at least the dim's size below it)
+#: and the shortest dims worth one (4 warps: about 3.6 TB/s at 32-128 a side, session 37)
+TILE, MIN_TILE = 64, 16
 
 
 def configs(program: Program, frag: Fragment) -> list[dict]:
@@ -57,6 +66,23 @@ def row_split(block: PointwiseBlock) -> int | None:
     return k
 
 
+def tile_dim(block: PointwiseBlock) -> int | None:
+    """The output dim, other than the last, along which an operand read through its strides is
+    laid out contiguously (a transpose's) and changes, as the last dim does: the tiles layout
+    over it and the last; None where no operand is so, or a side would be short."""
+    shape, rank = block.shape, len(block.shape)
+    if rank < 2 or None in shape or shape[-1] < MIN_TILE:
+        return None
+    for v in block.operands:
+        f = None if block.full(v) else fast_dim(block.program, v)
+        if f is None:
+            continue
+        t, varying = f + rank - len(block.program.values[v].shape), block.varying(v)
+        if t != rank - 1 and t in varying and rank - 1 in varying and shape[t] >= MIN_TILE:
+            return t
+    return None
+
+
 def emit(program: Program, frag: Fragment, config: dict, names: Names, device: str = "cuda") -> Emitted:
     shape = list(program.values[frag.nodes[-1].outputs[0]].shape)
     stores = stored_values(program, frag, shape)
@@ -65,9 +91,17 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     sizes = [f"size{d}" for d in range(1, rank)]
     name = names.kernel(frag.label)
     outs = [program.expr(o) for o in stores]
-    k = row_split(block)
+    t = tile_dim(block)
+    k = row_split(block) if t is None else None
     what = "x".join(map(str, shape)) or "a scalar"
-    if k is None:
+    if t is not None:
+        params = block.params() + [f"{o}_out" for o in outs] + ["size0"] + sizes + ["mid"]
+        tile_lines, axes = tile_blocks(t, rank)
+        space = IndexSpace(rank, "offs", "mask", sizes, axes)
+        head = [f"    # {frag.label}, fused: one pass over {what} elements, as tiles of dims {t} and {rank - 1}",
+                f"    # (an operand laid out contiguously along dim {t} is read along it)",
+                *(f"    {line}" for line in tile_lines)]
+    elif k is None:
         params = block.params() + [f"{o}_out" for o in outs] + ["n"] + sizes
         space = IndexSpace(rank, "offs", "mask", sizes)
         head = [f"    # {frag.label}, fused: one pass over {what} elements",
@@ -81,9 +115,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
                 "of the dims after them",
                 *(f"    {line}" for line in row_lines)]
     body = block.emit(space, {})
+    blocks = "BT: tl.constexpr, BC: tl.constexpr" if t is not None else "BLOCK: tl.constexpr"
     kernel = [
         "@triton.jit",
-        f"def {name}({', '.join(params)}, WIDE: tl.constexpr, BLOCK: tl.constexpr):",
+        f"def {name}({', '.join(params)}, WIDE: tl.constexpr, {blocks}):",
         *head,
         *(f"    {line}" for line in body),
         *(f"    tl.store({o}_out + offs, {o}, mask=mask)" for o in outs),
@@ -91,7 +126,13 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     ref = block.shape_source()
     made, args, size_args = allocate_outputs(program, outs, stores, ref, block.device(), block, rank)
     lines = [f"# {frag.label}: Triton, one kernel"] + made
-    if k is None:
+    if t is not None:
+        o = outs[0]
+        lines += [f"_st, _sc = {o}.shape[{t}], {o}.shape[{rank - 1}]",
+                  f"_bt, _bc = min({TILE}, _next_pow2(_st)), min({TILE}, _next_pow2(_sc))"]
+        grid = "(_n // max(_st * _sc, 1), _cdiv(_st, _bt), _cdiv(_sc, _bc))"
+        counts = [f"{o}.shape[0]", f"math.prod({o}.shape[{t + 1}:{rank - 1}])"]  # size0, then mid
+    elif k is None:
         grid, block_size = f"(_cdiv(_n, {BLOCK}),)", str(BLOCK)
         counts = ["_n"]
     else:
@@ -100,7 +141,11 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         grid, block_size = "(_n // max(_inner, 1), _cdiv(_inner, _block))", "_block"
         counts = ["_inner"]
     wide = " or ".join([f"_n > {WIDE}"] + [f"{e}.numel() > {WIDE}" for e in block.reach(WIDE_ELEMENTS)])
-    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE={wide}, "
-                 f"BLOCK={block_size}, num_warps={NUM_WARPS})")
+    if t is not None:  # the sizes of dims 0..rank-1, then `mid`
+        lines.append(f"{name}[{grid}]({', '.join(args + outs + counts[:1] + size_args + counts[1:])}, WIDE={wide}, "
+                     f"BT=_bt, BC=_bc, num_warps={NUM_WARPS})")
+    else:
+        lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE={wide}, "
+                     f"BLOCK={block_size}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
 
