@@ -118,6 +118,27 @@ def value_refs(args) -> list[str]:
     return out
 
 
+def writes_in_place(node: "Node") -> bool:
+    """Whether `node` writes into its first input (`add_`, `copy_`, a buffer's update)."""
+    parts = node.target.split(".")
+    return node.mutates or (len(parts) >= 3 and parts[-2].endswith("_"))
+
+
+def viewed(values, producer: dict) -> set[str]:
+    """`values` and every value they view, through views and copies (`VIEWS`: a copy is sometimes
+    elided, so what it copies counts too)."""
+    out, todo = set(), list(values)
+    while todo:
+        v = todo.pop()
+        if v in out:
+            continue
+        out.add(v)
+        prod = producer.get(v)
+        if prod is not None and prod.target in VIEWS:
+            todo += value_refs(prod.args)
+    return out
+
+
 def renamed_refs(args, names: dict[str, str]):
     """`args` with each tensor value that `names` maps renamed (lists followed), the rest as is."""
     if isinstance(args, dict) and "value" in args:

@@ -11,7 +11,7 @@ would be, where a copy of a slice or of an input is contiguous where its source 
 
 from __future__ import annotations
 
-from .capture import VIEWS, Graph, Node, renamed_refs, value_refs
+from .capture import VIEWS, Graph, Node, renamed_refs, value_refs, viewed, writes_in_place
 
 #: copies whose result has their input's values, dtype and (for a dense input) strides
 _COPIES = {"aten.clone.default", "aten.alias.default"}
@@ -20,7 +20,8 @@ _COPIES = {"aten.clone.default", "aten.alias.default"}
 def elide_copies(graph: Graph) -> Graph:
     """`graph` with each copy that changes nothing replaced by its input; in place."""
     producer = graph.producer()
-    kept = set(graph.roots()) | _written(graph)
+    # what is returned or written in place, through any view of it, keeps its copies
+    kept = viewed(graph.roots() + [value_refs(n.args)[0] for n in graph.nodes if writes_in_place(n) and n.args], producer)
     names: dict[str, str] = {}  # a dropped copy's output -> what it copied
     nodes: list[Node] = []
     for node in graph.nodes:
@@ -46,13 +47,3 @@ def _copied(node: Node, producer: dict) -> str | None:
         return None  # (the contiguous format may reorder a permuted value)
     made = producer.get(refs[0])
     return refs[0] if made is not None and made.target not in VIEWS else None
-
-
-def _written(graph: Graph) -> set[str]:
-    """Values an operator writes into in place (the first input of `add_`, a buffer's update)."""
-    out = set()
-    for node in graph.nodes:
-        parts = node.target.split(".")
-        if node.mutates or (len(parts) >= 3 and parts[-2].endswith("_")):
-            out.update(value_refs(node.args)[:1])
-    return out

@@ -62,3 +62,14 @@ def test_a_copy_written_into_afterwards_stays():
              Node("add_", "aten.add_.Tensor", [{"value": "c"}, {"value": "x"}], {}, ["out"])]
     graph = elide_copies(Graph(values, nodes, ["x"], ["out"]))
     assert [n.target for n in graph.nodes] == ["aten.relu.default", "aten.clone.default", "aten.add_.Tensor"]
+
+
+def test_a_copy_written_into_through_a_view_stays():
+    values = {n: Value(n, [3, 2], "torch.float32", "input" if n == "x" else "node")
+              for n in ("x", "y", "c", "s", "out")}
+    nodes = [Node("y", "aten.relu.default", [{"value": "x"}], {}, ["y"]),
+             Node("c", "aten.clone.default", [{"value": "y"}], {}, ["c"]),
+             Node("s", "aten.select.int", [{"value": "c"}, 1, 0], {}, ["s"]),
+             Node("fill_", "aten.fill_.Scalar", [{"value": "s"}, 0.0], {}, ["out"])]
+    graph = elide_copies(Graph(values, nodes, ["x"], ["out"]))
+    assert "aten.clone.default" in [n.target for n in graph.nodes]

@@ -217,3 +217,10 @@ def test_tiles_need_an_operand_laid_out_along_another_dim():
                          ("x + y.transpose(1, 2)", "torch.randn(2, 40, 24), torch.randn(2, 1, 40)")):
         _, cand = first_candidate(source(expr, inputs, args="x, y"))
         assert "as tiles" not in cand.source and "add_kernel" in cand.source, (expr, cand.source)
+
+
+def test_tiles_stay_within_the_grid():
+    # 5,000,000 columns are 78,125 tiles of 64: more programs than a grid axis holds
+    _, cand = first_candidate(source("x * y.t()", "torch.randn(16, 5_000_000), torch.randn(5_000_000, 16)",
+                                     args="x, y"))
+    assert "as tiles" not in cand.source and "mul_kernel" in cand.source

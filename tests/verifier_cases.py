@@ -536,6 +536,34 @@ class ModelNew(nn.Module):
         _CACHE[key] = c
         return c
 """), "rejected", "launches changed between calls"),
+    # the first call with a shape is judged like any other (a module may compute what depends on
+    # shapes alone then, and launch less after: policy/per_shape.py)
+    "wrong_on_its_first_call_per_shape": (RELU, relu_candidate("""
+        out = torch.empty_like(x)
+        n = x.numel()
+        """ + LAUNCH + """
+        if x.shape not in _SEEN:
+            _SEEN.add(x.shape)
+            return torch.zeros_like(x)
+        return out
+    """, extra="_SEEN = set()\n"), "incorrect", ""),
+    "pytorch_on_its_first_call_per_shape_then_kept": (RELU, relu_candidate("""
+        if x.shape not in _KEPT:
+            _KEPT[x.shape] = torch.ones_like(x).exp()  # PyTorch compute, kept for later calls
+        out = torch.empty_like(x)
+        n = x.numel()
+        """ + LAUNCH + """
+        return out * (_KEPT[x.shape] > 0)
+    """, extra="_KEPT = {}\n"), "rejected", "PyTorch computes in forward"),
+    "launches_more_on_its_second_call_per_shape": (RELU, relu_candidate("""
+        _CALLS.append(1)
+        out = torch.empty_like(x)
+        n = x.numel()
+        """ + LAUNCH + """
+        if len(_CALLS) == 2:
+            relu_kernel[(1,)](x, out, 0, BLOCK=16)
+        return out
+    """, extra="_CALLS = []\n"), "rejected", "a second call with the same inputs launched what the first did not"),
     # state across calls: the same kernel and grid, an integer argument that follows the call count
     "row12_same_grid_other_integer_arguments": (RELU, relu_candidate("""
         _CALLS.append(1)

@@ -278,7 +278,7 @@ class BuiltinPolicy:
         if not kernels:
             left = "; ".join(line for line in plan if line.endswith(": PyTorch"))
             raise Unsupported(f"no fragment runs in Triton ({left or 'views only'})")
-        lines = size_guards(program.graph) + per_shape.forward_lines(program, blocks) + _checks(program)
+        lines = size_guards(program.graph) + per_shape.forward_lines(program, blocks, shaped, _checks(program))
         outputs = [program.expr(o) for o in program.graph.outputs]
         description = f"Plan{f' ({cut})' if cut else ''}: " + "; ".join(plan)
         if program.rewrites:

@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import ast
 
-from ..capture import VIEWS
+from ..capture import viewed, writes_in_place
 from .program import Fragment, Program
 
 #: operators reading only their first input's metadata (its shape, dtype, device)
 METADATA_READS = {
-    "aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int",
+    "aten.sym_size.int", "aten.sym_numel.default",
     "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default", "aten.new_empty.default",
     "aten.new_empty_strided.default", "aten.zeros_like.default", "aten.ones_like.default",
     "aten.full_like.default", "aten.empty_like.default",
@@ -44,8 +44,8 @@ METADATA_READS = {
 #: parts of the names of operators that draw random numbers: never the same twice
 _RANDOM = ("rand", "bernoulli", "normal", "uniform", "dropout", "multinomial", "poisson", "exponential",
            "geometric", "cauchy", "log_normal", "rrelu")
-#: where a scatter may write into its input (`emit.scatter.writable`)
-_SCATTERS = ("scatter", "index_put")
+#: the operators whose kernel may write into its input (`emit.scatter.writable`)
+_SCATTERS = {"scatter", "index_put"}
 
 
 def per_shape(module) -> dict:
@@ -86,15 +86,18 @@ def hoisted(program: Program, frag: Fragment, only: set[str]) -> bool:
     return all(o in only for o in outs) and any(program.is_tensor(o) for o in outs if o in program.values)
 
 
-def forward_lines(program: Program, blocks: list[tuple[list[str], bool]]) -> list[str]:
-    """Forward's lines from each fragment's (lines, hoisted): the hoisted ones run only where
-    the module has no values for this call's key yet; the values the others read are kept."""
+def forward_lines(program: Program, blocks: list[tuple[list[str], bool]], only: set[str],
+                  after: list[str] = ()) -> list[str]:
+    """Forward's lines from each fragment's (lines, hoisted), then `after` (the checks): the
+    hoisted ones run only where the module has no values for this call's key yet; the values
+    the others read are kept. `only`: the shape-only values (`shape_only`)."""
     if not any(h for _, h in blocks) or not _keyable(program):
-        return [line for lines, _ in blocks for line in lines]
-    made = set().union(*(_assigned(lines) for lines, h in blocks if h))
-    kept = sorted(made & _read_first([line for lines, h in blocks if not h for line in lines]))
-    key = [f"{e}.shape, {e}.dtype, {e}.device" if program.is_tensor(v) else e
-           for v in program.graph.inputs for e in [program.expr(v)]]
+        return [line for lines, _ in blocks for line in lines] + list(after)
+    kept = _kept_names(blocks + [(list(after), False)])
+    # the inputs' shapes, dtypes and devices (and those of the parameters whose own are read)
+    tensors = [v for v in program.graph.inputs if program.is_tensor(v)] + _metadata_read(program, only)
+    key = [f"{e}.shape, {e}.dtype, {e}.device" for e in map(program.expr, tensors)] + \
+          [program.expr(v) for v in program.graph.inputs if not program.is_tensor(v)]
     out = [f"_key = ({', '.join(key + ['torch.is_inference_mode_enabled()'])})",
            "_kept = _per_shape(self)",
            "_shaped = _kept.get(_key)"]
@@ -113,37 +116,25 @@ def forward_lines(program: Program, blocks: list[tuple[list[str], bool]]) -> lis
             run = []
         if not h:
             out += lines
-    return out
+    return out + list(after)
 
 
 def _held(program: Program) -> set[str]:
-    """Values that must be fresh each call: what forward returns or a kernel writes into, and
-    every value they view (through views and copies: a copy is sometimes elided)."""
+    """Values that must be fresh each call: what forward returns or a kernel writes into (an
+    in-place operator; a scatter into a fresh allocation, `emit.scatter.writable`), and every
+    value they view."""
     from .emit.scatter import writable
 
-    start = set(program.roots)
-    for n in program.nodes:
-        ins = program.inputs_of(n)
-        if ins and (n.target.split(".")[-2].endswith("_") if n.target.count(".") >= 2 else False):
-            start.add(ins[0])  # an in-place operator writes its first input
-        if n.op in _SCATTERS and ins and writable(program, n, ins[0]):
-            start.add(ins[0])
-    held, todo = set(), list(start)
-    while todo:
-        v = todo.pop()
-        if v in held:
-            continue
-        held.add(v)
-        prod = program.producer.get(v)
-        if prod is not None and prod.target in VIEWS:
-            todo += [u for u in program.inputs_of(prod) if program.is_tensor(u)]
-    return held
+    written = [program.inputs_of(n)[0] for n in program.nodes if program.inputs_of(n) and (
+        writes_in_place(n) or (n.op in _SCATTERS and writable(program, n, program.inputs_of(n)[0])))]
+    return viewed(list(program.roots) + written, program.producer)
 
 
 def _fixed(program: Program, value: str) -> bool:
-    """A constant, or an argument of forward that is no tensor (part of the key)."""
+    """A constant written into forward, or an argument of forward that is no tensor (part of
+    the key). (A tensor attribute lifted as a constant, with no literal, may be changed.)"""
     v = program.values[value]
-    return v.kind == "const" or (v.kind == "input" and not program.is_tensor(value))
+    return (v.kind == "const" and v.literal is not None) or (v.kind == "input" and not program.is_tensor(value))
 
 
 def _sized_by_inputs(program: Program, value: str) -> bool:
@@ -158,19 +149,34 @@ def _keyable(program: Program) -> bool:
                for v in program.graph.inputs)
 
 
-def _assigned(lines: list[str]) -> set[str]:
-    return {node.id for node in ast.walk(ast.parse("\n".join(lines)))
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+def _metadata_read(program: Program, only: set[str]) -> list[str]:
+    """The parameters and buffers whose shape, dtype or device a shape-only value reads (a
+    `new_zeros` of a weight): part of the key, as a module moved or cast changes them."""
+    out = []
+    for n in program.nodes:
+        if n.target in METADATA_READS and n.outputs[0] in only:
+            x = program.inputs_of(n)[0]
+            if program.values[x].kind in ("param", "buffer") and x not in out:
+                out.append(x)
+    return out
 
 
-def _read_first(lines: list[str]) -> set[str]:
-    """The names `lines` read before assigning them (a fragment's own temporaries, `_n` and
-    `_grid`, are assigned first: they need not be kept)."""
-    assigned, read = set(), set()
-    for stmt in ast.parse("\n".join(lines)).body:
-        read |= {node.id for node in ast.walk(stmt)
-                 if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)} - assigned
-        if isinstance(stmt, ast.Assign):  # (an assignment inside an `if` may not run)
-            assigned |= {node.id for t in stmt.targets for node in ast.walk(t)
-                         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-    return read
+def _kept_names(blocks: list[tuple[list[str], bool]]) -> list[str]:
+    """The names a hoisted block assigns that a later block reads while the hoisted block's
+    value is the last assigned (a fragment's own temporaries, `_n` and `_grid`, it assigns
+    first: they need not be kept)."""
+    hoisted_last: dict[str, bool] = {}  # name -> whether a hoisted block assigned it last
+    kept: set[str] = set()
+    for lines, hoisted in blocks:
+        tree = ast.parse("\n".join(lines))
+        if hoisted:
+            hoisted_last.update({n.id: True for n in ast.walk(tree) if isinstance(n, ast.Name)
+                                 and isinstance(n.ctx, ast.Store)})
+            continue
+        for stmt in tree.body:
+            kept |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                     and hoisted_last.get(n.id)}
+            if isinstance(stmt, ast.Assign):  # (an assignment inside an `if` may not run)
+                hoisted_last.update({n.id: False for t in stmt.targets for n in ast.walk(t)
+                                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)})
+    return sorted(kept)

@@ -78,8 +78,14 @@ def tile_dim(block: PointwiseBlock) -> int | None:
         if f is None:
             continue
         t, varying = f + rank - len(block.program.values[v].shape), block.varying(v)
-        if t != rank - 1 and t in varying and rank - 1 in varying and shape[t] >= MIN_TILE:
-            return t
+        if t == rank - 1 or t not in varying or rank - 1 not in varying or shape[t] < MIN_TILE:
+            continue
+        # the tiles along each side are a grid axis of at most MAX_GRID_1 programs: sizes known
+        # at conversion (a symbolic one, the batch, may grow past it)
+        sides = (t, rank - 1)
+        if any(d in block.broadcast.symbolic or -(-shape[d] // TILE) > MAX_GRID_1 for d in sides):
+            continue
+        return t
     return None
 
 

@@ -512,7 +512,7 @@ class CandidateHarness:
         self.compile_note = ""
         self.candidate = None
         self.candidate_module = None
-        self.warmed: set = set()  # input shapes the candidate was called with (`_warm_up`)
+        self.seen_shapes: set = set()  # input shapes the candidate was called with (`_steady_launches`)
         self.kernels: set[str] = set()
         self.candidate_file = None
         self.mode = "strict"
@@ -621,7 +621,7 @@ class CandidateHarness:
             except Exception as e:
                 raise self._candidate_error(e)
         self.candidate = candidate
-        self.warmed = set()
+        self.seen_shapes = set()
         self.candidate_source = (req["source"], req["class_name"])
         stopped = None
         if self.device == "cuda":  # every kernel compiled at once, before the first call
@@ -692,25 +692,41 @@ class CandidateHarness:
             launches = self.recorder.end_call()
         return out, launches
 
-    def _warm_up(self, inputs: list, req: dict) -> None:
-        """The first time the candidate sees these input shapes, one call it is not judged by,
-        with other values of the same shapes (the next seed's): a module that computes what
-        depends on the shapes alone once per shape (`policy/per_shape.py`; torch.compile, too,
-        specialises on its first call with a shape) is then recorded, compared and timed as it
-        runs from then on. Other values, so nothing that call leaves behind answers the judged
-        one; its launches and PyTorch work are not looked at, its faults are the candidate's."""
-        key = _shapes_key(inputs)
-        if key in self.warmed:
-            return
-        self.warmed.add(key)
-        seed = req["seed"] + 1
-        if req.get("other_shapes"):
-            made = self.runtime.make_other_inputs(seed)
-            other = None if isinstance(made, str) else made[0]
-        else:
-            other = self.runtime.make_inputs(seed, fingerprinted=False)[0]
-        if other is not None and _shapes_key(other) == key:
-            self._call_candidate(other, None)
+    def _steady_launches(self, inputs: list, saved: list, first: list[str]) -> list[str]:
+        """The launches of a second call with the inputs of a judged first call with these shapes.
+        A module computing what depends on the shapes alone once per shape (`policy/per_shape.py`;
+        torch.compile, too, specialises on its first call with a shape) launches those kernels on
+        its first call only; later calls are compared with the second's. The second call is
+        checked as the first (no PyTorch compute in strict mode, its inputs left as they were,
+        only kernels it defines, at least one) and may launch only kernels the first launched, in
+        their order; its output is judged by the later trials, with other values."""
+        accountant = ForwardAccountant(self.recorder, poison_allocations=True)
+        _, launches = self._call_candidate(inputs, accountant)
+        launches = launch_signatures(launches)
+        self._check_call(inputs, saved, launches, accountant)
+        if not _subsequence(launches, first):
+            raise CandidateFault("rejected", f"launches changed between calls (a second call with the same inputs "
+                                             f"launched what the first did not: {launches[:4]} after {first[:4]}): "
+                                             "behaviour depends on the call count")
+        return launches
+
+    def _check_call(self, inputs: list, saved: list, launches: list[str], accountant: ForwardAccountant) -> None:
+        """What a judged call must not do: patch, change its inputs, launch no Triton kernel or
+        one it does not define, compute with PyTorch in strict mode."""
+        if self.patches.changed():
+            raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
+        for i, (before, after) in enumerate(zip(saved, inputs)):
+            if isinstance(before, torch.Tensor) and not _same(before, after):
+                raise CandidateFault("rejected", f"forward modified its input #{i} in place")
+        if not launches:
+            raise CandidateFault("rejected", "forward launched no Triton kernel")
+        foreign = sorted({launched_kernel(name) for name in launches} - self.kernels)
+        if foreign:
+            raise CandidateFault("rejected", f"launched Triton kernels it does not define: {', '.join(foreign)}")
+        compute = dict(accountant.account.compute)
+        if self.mode == "strict" and compute:
+            ops = ", ".join(f"{k} x{v}" for k, v in sorted(compute.items()))
+            raise CandidateFault("rejected", f"{STRICT_PYTORCH_COMPUTE}: {ops}")
 
     def op_run(self, req: dict) -> dict:
         if self.candidate is None:
@@ -727,32 +743,25 @@ class CandidateHarness:
             if req.get("reuse_buffers"):
                 inputs = _into_buffers(inputs, self.last_inputs)
             self.last_inputs = inputs
-        self._warm_up(inputs, req)
+        first = _shapes_key(inputs) not in self.seen_shapes  # (the candidate's first call with them)
+        self.seen_shapes.add(_shapes_key(inputs))
         saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         for _ in range(req.get("extra_calls", 0)):  # vary the call count (warm-up tricks)
             self._call_candidate(inputs, None)
+            first = False
         accountant = ForwardAccountant(self.recorder, poison_allocations=True)
         out, launches = self._call_candidate(inputs, accountant)
         launches = launch_signatures(launches)
-        if self.patches.changed():
-            raise CandidateFault("rejected", "patched " + ", ".join(self.patches.changed()))
-        for i, (before, after) in enumerate(zip(saved, inputs)):
-            if isinstance(before, torch.Tensor) and not _same(before, after):
-                raise CandidateFault("rejected", f"forward modified its input #{i} in place")
         flat = _plain_tensors(out)
         for t in flat:
             if t.device.type != torch.device(self.device).type:
                 raise CandidateFault("failed", f"output is on {t.device}, expected {self.device}")
-        if not launches:
-            raise CandidateFault("rejected", "forward launched no Triton kernel")
-        foreign = sorted({launched_kernel(name) for name in launches} - self.kernels)
-        if foreign:
-            raise CandidateFault("rejected", f"launched Triton kernels it does not define: {', '.join(foreign)}")
+        self._check_call(inputs, saved, launches, accountant)
         compute = dict(accountant.account.compute)
-        if self.mode == "strict" and compute:
-            ops = ", ".join(f"{k} x{v}" for k, v in sorted(compute.items()))
-            raise CandidateFault("rejected", f"{STRICT_PYTORCH_COMPUTE}: {ops}")
         self.shared_outputs = [t.detach().contiguous() for t in flat]  # alive until read
+        if first:  # (kept apart from what the second call writes, should it reuse a buffer)
+            self.shared_outputs = flat = [t.clone() for t in self.shared_outputs]
+            launches = self._steady_launches(inputs, saved, launches)
         files = [transfer.share(t, self.settings["transfer_dir"]) for t in self.shared_outputs]
         return {
             "ok": True,
@@ -1228,6 +1237,12 @@ def _into_buffers(fresh: list, buffers: list) -> list:
         else:
             out.append(new)
     return out
+
+
+def _subsequence(part: list, whole: list) -> bool:
+    """Whether `part` is `whole` with some items left out, in order."""
+    rest = iter(whole)
+    return all(any(p == w for w in rest) for p in part)
 
 
 def _shapes_key(inputs: list) -> tuple:
