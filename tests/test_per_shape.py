@@ -123,9 +123,9 @@ def test_a_module_without_such_values_is_unchanged():
 
 
 def test_the_verifier_judges_such_a_module_as_it_runs_after_its_first_call_per_shape(cpu_verifier):
-    # the first call with a shape launches the bias's kernels too: the verifier makes that call
-    # with other values, unjudged, then compares every judged call's launches (before it did
-    # not, and rejected the module for launches that changed between calls)
+    # the first call with a shape launches the bias's kernels too: the verifier judges it, then
+    # compares the later calls' launches with a second call's on the same inputs (before, it
+    # rejected the module for launches that changed between calls)
     problem, cand = first_candidate(source(*BIAS))
     assert any("once per input shape" in line for line in cand.plan), cand.plan
     verdict = cpu_verifier.verify(problem, cand.source, mode="strict")

@@ -546,14 +546,23 @@ class ModelNew(nn.Module):
             _SEEN.add(x.shape)
             return torch.zeros_like(x)
         return out
-    """, extra="_SEEN = set()\n"), "incorrect", ""),
-    "pytorch_on_its_first_call_per_shape_then_kept": (RELU, relu_candidate("""
-        if x.shape not in _KEPT:
-            _KEPT[x.shape] = torch.ones_like(x).exp()  # PyTorch compute, kept for later calls
+    """, extra="_SEEN = set()\n"), "incorrect", "on trial 1"),
+    "wrong_after_its_first_call_per_shape": (RELU, relu_candidate("""
         out = torch.empty_like(x)
         n = x.numel()
         """ + LAUNCH + """
-        return out * (_KEPT[x.shape] > 0)
+        if x.shape in _SEEN:
+            return torch.zeros_like(x)
+        _SEEN.add(x.shape)
+        return out
+    """, extra="_SEEN = set()\n"), "incorrect", "on trial 2"),
+    "pytorch_on_its_first_call_per_shape_then_kept": (RELU, relu_candidate("""
+        if x.shape not in _KEPT:
+            _KEPT[x.shape] = torch.ones_like(x).exp()  # PyTorch compute, on the first call only
+        out = torch.empty_like(x)
+        n = x.numel()
+        """ + LAUNCH + """
+        return out
     """, extra="_KEPT = {}\n"), "rejected", "PyTorch computes in forward"),
     "launches_more_on_its_second_call_per_shape": (RELU, relu_candidate("""
         _CALLS.append(1)

@@ -746,9 +746,10 @@ class CandidateHarness:
         first = _shapes_key(inputs) not in self.seen_shapes  # (the candidate's first call with them)
         self.seen_shapes.add(_shapes_key(inputs))
         saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
-        for _ in range(req.get("extra_calls", 0)):  # vary the call count (warm-up tricks)
+        # vary the call count (warm-up tricks); never before a first call with these shapes,
+        # which is judged whatever it does (and followed by a second call, `_steady_launches`)
+        for _ in range(0 if first else req.get("extra_calls", 0)):
             self._call_candidate(inputs, None)
-            first = False
         accountant = ForwardAccountant(self.recorder, poison_allocations=True)
         out, launches = self._call_candidate(inputs, accountant)
         launches = launch_signatures(launches)
@@ -758,10 +759,12 @@ class CandidateHarness:
                 raise CandidateFault("failed", f"output is on {t.device}, expected {self.device}")
         self._check_call(inputs, saved, launches, accountant)
         compute = dict(accountant.account.compute)
-        self.shared_outputs = [t.detach().contiguous() for t in flat]  # alive until read
-        if first:  # (kept apart from what the second call writes, should it reuse a buffer)
-            self.shared_outputs = flat = [t.clone() for t in self.shared_outputs]
+        if first:  # (copied apart from what the second call writes, should it reuse a buffer)
+            self.shared_outputs = flat = [t.detach().clone() for t in flat]
+            del out
             launches = self._steady_launches(inputs, saved, launches)
+        else:
+            self.shared_outputs = [t.detach().contiguous() for t in flat]  # alive until read
         files = [transfer.share(t, self.settings["transfer_dir"]) for t in self.shared_outputs]
         return {
             "ok": True,
