@@ -71,6 +71,7 @@ def _recompose(graph: Graph) -> Graph:
                 break
     nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
     nodes = [_grouped(n, graph, producer) if n.op in ATTENTION else n for n in nodes]
+    nodes = _heads_last(nodes, graph)
     if all(a is b for a, b in zip(nodes, graph.nodes)) and len(nodes) == len(graph.nodes):
         return graph  # nothing found
     nodes = _without_unread(nodes, graph.roots())
@@ -82,6 +83,43 @@ def _recompose(graph: Graph) -> Graph:
                 graph.values.pop(out, None)
     graph.nodes = nodes
     return graph
+
+
+def _heads_last(nodes: list[Node], graph: Graph) -> list[Node]:
+    """`nodes` with each attention whose (B, H, L, Dv) result is only read to be laid out as
+    (B, L, H, Dv) (`out.transpose(1, 2).contiguous()`, or the copy a `reshape` to (B, L, H * Dv)
+    makes, as every multi-head block merges its heads) computing that layout itself
+    (`heads_last`): its kernel stores each head's rows where they go, and the copy is gone."""
+    users: dict[str, list[Node]] = {}
+    for n in nodes:
+        for v in value_refs(n.args) + value_refs(list(n.kwargs.values())):
+            users.setdefault(v, []).append(n)
+    roots, out, dropped = set(graph.roots()), [], set()
+    for n in nodes:
+        if n.op in ATTENTION and len(n.outputs) == 1 and n.outputs[0] not in roots and \
+                len(graph.values[n.outputs[0]].shape) == 4:
+            t = _only_user(users, n.outputs[0])
+            c = _only_user(users, t.outputs[0]) if t is not None and _swaps_heads(t) and \
+                t.outputs[0] not in roots else None
+            if c is not None and (c.target == "aten.contiguous.default" or (
+                    c.target == "aten.clone.default" and str(c.kwargs.get("memory_format")) == "torch.contiguous_format")):
+                n = Node(name=n.name, target=n.target, args=n.args, kwargs=n.kwargs, outputs=list(c.outputs),
+                         op=n.op, attrs={**n.attrs, "heads_last": True})
+                dropped |= {t.name, c.name}
+        out.append(n)
+    return [n for n in out if n.name not in dropped]
+
+
+def _only_user(users: dict, value: str) -> Node | None:
+    found = users.get(value, [])
+    return found[0] if len(found) == 1 and len(found[0].outputs) == 1 else None
+
+
+def _swaps_heads(node: Node) -> bool:
+    """A transpose of dims 1 and 2 of a 4-d tensor (`transpose(1, 2)`, `permute(0, 2, 1, 3)`)."""
+    if node.target == "aten.transpose.int" and len(node.args) >= 3:
+        return {node.args[1] % 4, node.args[2] % 4} == {1, 2}
+    return node.target == "aten.permute.default" and [d % 4 for d in node.args[1]] == [0, 2, 1, 3]
 
 
 def _without_unread(nodes: list[Node], outputs: list[str]) -> list[Node]:

@@ -341,3 +341,32 @@ def test_a_mask_computed_by_a_scale_is_found_in_either_order():
     q, k, v, m = torch.randn(2, 5, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 6), torch.rand(2, 1, 7)
     (node,) = [n for n in capture_module(ScaledMaskFirst(), [q, k, v, m]).nodes if n.op == "masked_attention"]
     assert node.attrs["scale"] == 0.5
+
+
+def test_attention_stores_its_heads_merged_where_the_module_merges_them(cpu_verifier):
+    """`out.transpose(1, 2).contiguous()` after attention: the kernel stores each head's rows in
+    the (B, L, H, Dv) layout the next reshape reads, and no copy runs in forward; left to
+    PyTorch (mixed mode), the same layout comes from its attention and a transpose."""
+    from drtriton.policy.builtin import PYTORCH, BuiltinPolicy
+    from drtriton.policy.program import Program
+    from drtriton.problem import from_source
+
+    model, inputs = _eager_attention()
+    graph = capture_module(model, inputs)
+    (attention,) = [n for n in graph.nodes if n.op == "masked_attention"]
+    assert attention.attrs["heads_last"] and len(graph.values[attention.outputs[0]].shape) == 4
+    assert not any(n.target in ("aten.clone.default", "aten.contiguous.default") for n in graph.nodes)
+    _, result, _ = convert(cpu_verifier, EAGER_ATTENTION, mode="strict")
+    assert result.correct, failures(result)
+    assert "the heads merged as stored" in result.source and ".contiguous()\n" not in result.source
+    # the attention as PyTorch's, the rest in Triton
+    problem = from_source(EAGER_ATTENTION, name="eager_attention")
+    program = Program(graph)
+    policy = BuiltinPolicy("cpu")
+    frags = policy.cuts(program)[0]
+    cand = policy.assemble(problem, program, frags,
+                           lambda i, f: PYTORCH if f.anchor is not None and f.anchor.op == "masked_attention" else 0,
+                           "mixed")
+    assert ".transpose(1, 2).contiguous()" in cand.source
+    verdict = cpu_verifier.verify(problem, cand.source, mode="mixed")
+    assert verdict.correct, verdict.summary

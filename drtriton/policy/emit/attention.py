@@ -67,7 +67,10 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         raise Unsupported("attention operands of ranks other than 2-4, or of different ranks")
     out = node.outputs[0]
     so = list(program.values[out].shape)
-    if so[:-1] != shapes[0][:-1]:
+    # (B, H, L, Dv), or (B, L, H, Dv) where the heads are merged next (recompose._heads_last)
+    heads_last = bool(node.attrs.get("heads_last"))
+    rows = [so[0], so[2], so[1]] if heads_last else so[:-1]
+    if rows != shapes[0][:-1] or (heads_last and len(so) != 4):
         raise Unsupported("a query with fewer batch rows than the keys (the output follows the query)")
     boolean = mask is not None and program.values[mask].dtype == "torch.bool"
     if mask is not None and not boolean and program.values[mask].dtype != "torch.float32":
@@ -156,6 +159,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         body.append("res = acc / l_i[:, None]")
     body += [
         "o_mask = m_ok[:, None] & (rdv < DV)[None, :]",
+        "o_offs = (((z // H).to(tl.int64) * L + rm[:, None]) * H + z % H) * DV + rdv[None, :]" if heads_last else
         "o_offs = (z.to(tl.int64) * L + rm[:, None]) * DV + rdv[None, :]",
         *epi_lines,
         *(f"tl.store({o}_out + o_offs, {env[s]}, mask=o_mask)" for o, s in zip(outs, stores)),
@@ -168,6 +172,7 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         "BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, ONE_D_BLOCK: tl.constexpr):",
         f"    # {what}, online softmax over key blocks; a program per "
         "(BLOCK_M queries, batch x head, BLOCK_DV output columns)",
+        *(["    # the output laid out (batch, query, head, column): the heads merged as stored"] if heads_last else []),
         *([f"    # fused: {frag.label}"] if len(frag.nodes) > 1 else []),
         *(f"    {line}" for line in body),
     ]
@@ -188,7 +193,8 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
     if mask is not None:
         lines.append(f"_m = {program.expr(mask)}.expand(_B, _H, _L, _S)  # a view: broadcast dims read at stride 0")
     for o in outs:
-        lines.append(f"{o} = torch.empty(*{eq}.shape[:-1], _DV, device={eq}.device, dtype=torch.float32)")
+        sizes_out = "_B, _L, _H, _DV" if heads_last else f"*{eq}.shape[:-1], _DV"
+        lines.append(f"{o} = torch.empty({sizes_out}, device={eq}.device, dtype=torch.float32)")
     prelude, args = epi.launch_args(f"{outs[0]}.shape")
     lines += prelude
     lines += [

@@ -26,6 +26,12 @@ def render_arg(program: Program, a) -> str:
 
 
 def call(program: Program, node) -> str:
+    if node.attrs.get("heads_last"):  # attention laid out (B, L, H, Dv) (recompose._heads_last)
+        return f"{_call(program, node)}.transpose(1, 2).contiguous()"
+    return _call(program, node)
+
+
+def _call(program: Program, node) -> str:
     target = node.target  # e.g. aten.conv2d.default, or operator.mul on sizes
     if target == "prims.broadcast_in_dim.default":  # (a, shape, kept dims): unsqueeze the others, expand
         a, shape, kept = node.args[:3]
