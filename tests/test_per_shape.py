@@ -131,3 +131,13 @@ def test_the_verifier_judges_such_a_module_as_it_runs_after_its_first_call_per_s
     verdict = cpu_verifier.verify(problem, cand.source, mode="strict")
     assert verdict.correct, verdict.summary
     assert verdict.triton_kernels == ["add_kernel"], verdict.triton_kernels
+
+
+def test_kept_names_follow_the_blocks_in_order():
+    # `_n` set by a plain block, set again by a hoisted one, then read by a plain block without
+    # being set: on a hit the hoisted value must come from what was kept; `_m`, set again before
+    # it is read, and `x`, never set by a hoisted block, need not be
+    blocks = [(["_n = x.numel()", "_m = 1"], False),
+              (["mask = torch.ones(_n)", "_n = mask.numel()", "_m = 2"], True),
+              (["_m = 3", "y = x * mask + _n + _m"], False)]
+    assert per_shape._kept_names(blocks) == ["_n", "mask"]
