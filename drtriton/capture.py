@@ -640,6 +640,8 @@ VIEWS = {
     # code spells them in aten (emit/pytorch.py), which the verifier knows
     "prims.broadcast_in_dim.default",
 }
+#: copies whose result has their input's values and dtype (eval-mode dropout is a clone)
+VALUE_COPIES = {"aten.clone.default", "aten.alias.default"}
 ALLOCATIONS = {
     "aten.zeros.default", "aten.ones.default", "aten.full.default", "aten.empty.memory_format",
     "aten.zeros_like.default", "aten.ones_like.default", "aten.full_like.default", "aten.empty_like.default",

@@ -11,10 +11,7 @@ would be, where a copy of a slice or of an input is contiguous where its source 
 
 from __future__ import annotations
 
-from .capture import VIEWS, Graph, Node, renamed_refs, value_refs, viewed, writes_in_place
-
-#: copies whose result has their input's values, dtype and (for a dense input) strides
-_COPIES = {"aten.clone.default", "aten.alias.default"}
+from .capture import VALUE_COPIES, VIEWS, Graph, Node, renamed_refs, value_refs, viewed, writes_in_place
 
 
 def elide_copies(graph: Graph) -> Graph:
@@ -41,7 +38,7 @@ def elide_copies(graph: Graph) -> Graph:
 def _copied(node: Node, producer: dict) -> str | None:
     """What `node` copies, where it is a copy of a computed value that keeps its layout."""
     refs = value_refs(node.args)
-    if node.target not in _COPIES or len(refs) != 1 or len(node.outputs) != 1:
+    if node.target not in VALUE_COPIES or len(refs) != 1 or len(node.outputs) != 1:
         return None
     if str(node.kwargs.get("memory_format")) not in ("None", "torch.preserve_format"):
         return None  # (the contiguous format may reorder a permuted value)

@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import warnings
 
-from .capture import VIEWS, Graph, Node, value_refs
+from .capture import VALUE_COPIES, VIEWS, Graph, Node, value_refs
 from .errors import describe_exception
 from .ops.linalg import ATTENTION
 
 #: what eval mode leaves between the softmax and the product: dropout is a copy (or an alias)
-_COPIES = ("aten.clone.default", "aten.alias.default")
 _RESHAPES = ("aten._unsafe_view.default", "aten.view.default", "aten.reshape.default")
 #: what a rewrite may leave unread and `_without_unread` removes: views, copies and size reads
 #: (never a random op, whose removal would shift the generator's stream)
@@ -238,8 +237,7 @@ def _scores(name: str, graph: Graph, producer: dict, users: dict) -> tuple[str, 
     scale, chain = 1.0, []
     scaled = _only_reader(producer.get(name), users, "mul_scalar", "div_scalar")
     if scaled is not None:
-        c = float(scaled.attrs["value"])
-        scale = c if scaled.op == "mul_scalar" else 1.0 / c
+        scale = _factor(scaled)
         chain.append(scaled)
         name = _input(scaled)
     product = _only_reader(producer.get(name), users, "matmul")
@@ -254,18 +252,23 @@ def _scores(name: str, graph: Graph, producer: dict, users: dict) -> tuple[str, 
     # the product's scale, with no pass over the query of its own
     scaled = _only_reader(producer.get(q), users, "mul_scalar", "div_scalar") if q != k else None
     if scaled is not None:
-        c = float(scaled.attrs["value"])
-        scale *= c if scaled.op == "mul_scalar" else 1.0 / c
+        scale *= _factor(scaled)
         chain.append(scaled)
         q = _input(scaled)
     return q, k, scale, chain
+
+
+def _factor(scaled: Node) -> float:
+    """What a `mul_scalar` or `div_scalar` node multiplies by."""
+    c = float(scaled.attrs["value"])
+    return c if scaled.op == "mul_scalar" else 1.0 / c
 
 
 def _passes_through(node: Node, values: dict) -> bool:
     """A copy of its input with the same values: eval-mode dropout, clone, a cast to its own dtype."""
     if node.op == "to_dtype":
         return values[_input(node)].dtype == values[node.outputs[0]].dtype
-    return node.target in _COPIES and len(value_refs(node.args)) == 1
+    return node.target in VALUE_COPIES and len(value_refs(node.args)) == 1
 
 
 def _untransposed(node: Node | None, values: dict) -> str | None:

@@ -137,21 +137,16 @@ def emit(program: Program, frag: Fragment, config: dict, names: Names, device: s
         lines += [f"_st, _sc = {o}.shape[{t}], {o}.shape[{rank - 1}]",
                   f"_bt, _bc = min({TILE}, _next_pow2(_st)), min({TILE}, _next_pow2(_sc))"]
         grid = "(_n // max(_st * _sc, 1), _cdiv(_st, _bt), _cdiv(_sc, _bc))"
-        counts = [f"{o}.shape[0]", f"math.prod({o}.shape[{t + 1}:{rank - 1}])"]  # size0, then mid
+        # size0 before the other sizes, `mid` after them
+        counts, after, sized = [f"{o}.shape[0]"], [f"math.prod({o}.shape[{t + 1}:{rank - 1}])"], "BT=_bt, BC=_bc"
     elif k is None:
-        grid, block_size = f"(_cdiv(_n, {BLOCK}),)", str(BLOCK)
-        counts = ["_n"]
+        grid, counts, after, sized = f"(_cdiv(_n, {BLOCK}),)", ["_n"], [], f"BLOCK={BLOCK}"
     else:
         lines.append(f"_inner = math.prod({outs[0]}.shape[{k}:])")
         lines.append(f"_block = {BLOCK} if _inner > {BLOCK // 2} else {BLOCK // 2}")
-        grid, block_size = "(_n // max(_inner, 1), _cdiv(_inner, _block))", "_block"
-        counts = ["_inner"]
+        grid, counts, after, sized = "(_n // max(_inner, 1), _cdiv(_inner, _block))", ["_inner"], [], "BLOCK=_block"
     wide = " or ".join([f"_n > {WIDE}"] + [f"{e}.numel() > {WIDE}" for e in block.reach(WIDE_ELEMENTS)])
-    if t is not None:  # the sizes of dims 0..rank-1, then `mid`
-        lines.append(f"{name}[{grid}]({', '.join(args + outs + counts[:1] + size_args + counts[1:])}, WIDE={wide}, "
-                     f"BT=_bt, BC=_bc, num_warps={NUM_WARPS})")
-    else:
-        lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args)}, WIDE={wide}, "
-                     f"BLOCK={block_size}, num_warps={NUM_WARPS})")
+    lines.append(f"{name}[{grid}]({', '.join(args + outs + counts + size_args + after)}, WIDE={wide}, "
+                 f"{sized}, num_warps={NUM_WARPS})")
     return Emitted(["\n".join(kernel)], lines)
 

@@ -743,8 +743,9 @@ class CandidateHarness:
             if req.get("reuse_buffers"):
                 inputs = _into_buffers(inputs, self.last_inputs)
             self.last_inputs = inputs
-        first = _shapes_key(inputs) not in self.seen_shapes  # (the candidate's first call with them)
-        self.seen_shapes.add(_shapes_key(inputs))
+        key = _shapes_key(inputs)
+        first = key not in self.seen_shapes  # (the candidate's first call with them)
+        self.seen_shapes.add(key)
         saved = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
         # vary the call count (warm-up tricks); never before a first call with these shapes,
         # which is judged whatever it does (and followed by a second call, `_steady_launches`)
